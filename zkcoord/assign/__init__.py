@@ -1,0 +1,1 @@
+"""Pure partition assignors. Nothing here does IO or reads a clock."""
