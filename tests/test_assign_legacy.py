@@ -19,9 +19,7 @@ from zkcoord.assign.legacy import (
 )
 from zkcoord.errors import LegacyAssignmentError
 
-EXAMPLES = json.loads((Path(__file__).parent / "data" / "legacy-assignment-examples.json").read_text())[
-    "cases"
-]
+EXAMPLES = json.loads((Path(__file__).parent / "data" / "legacy-assignment-examples.json").read_text())["cases"]
 
 
 def _as_lists(assignment):
@@ -55,9 +53,7 @@ def test_worked_example(case):
 def test_roundrobin_listing_matches_worked_example(case):
     first = next(iter(case["consumers"]))
     listing = roundrobin_listing(case["consumers"][first], case["partitions"])
-    assert [[t, p, topic_partition_hash(t, p)] for t, p in listing] == case[
-        "rr_sorted_listing_of_first_member"
-    ]
+    assert [[t, p, topic_partition_hash(t, p)] for t, p in listing] == case["rr_sorted_listing_of_first_member"]
 
 
 def test_java_hash_known_values_spec_4_2():
@@ -100,9 +96,7 @@ def test_unknown_strategy_means_range_and_unknown_consumer_is_value_error():
 def test_roundrobin_member_without_subscription_owns_nothing_and_is_ignored():
     subscriptions = {"g_a": {"t": 1}, "g_idle": {}}
     assert legacy_assignment("roundrobin", subscriptions, {"t": 3}, "g_idle") == {}
-    assert legacy_assignment("roundrobin", subscriptions, {"t": 3}, "g_a") == {
-        "g_a-0": [("t", 0), ("t", 1), ("t", 2)]
-    }
+    assert legacy_assignment("roundrobin", subscriptions, {"t": 3}, "g_a") == {"g_a-0": [("t", 0), ("t", 1), ("t", 2)]}
 
 
 def test_hash_ties_are_reported_for_aa_bb():
@@ -114,8 +108,7 @@ def test_hash_ties_are_reported_for_aa_bb():
 def test_tie_order_follows_registration_key_order_for_up_to_four_topics_spec_4_3():
     # Same topics, other key order: the tie order can differ, as between two JVM members (rr-13).
     orders = {
-        tuple(roundrobin_listing(dict.fromkeys(keys, 1), {"Aa": 1, "BB": 1}))
-        for keys in (("Aa", "BB"), ("BB", "Aa"))
+        tuple(roundrobin_listing(dict.fromkeys(keys, 1), {"Aa": 1, "BB": 1})) for keys in (("Aa", "BB"), ("BB", "Aa"))
     }
     assert all(sorted(order) == [("Aa", 0), ("BB", 0)] for order in orders)
 
@@ -208,9 +201,7 @@ def test_range_is_independent_of_topic_key_order(group, rnd):
         items = list(subscription.items())
         rnd.shuffle(items)
         reordered[consumer_id] = dict(items)
-    assert group_assignment("range", reordered, partitions) == group_assignment(
-        "range", subscriptions, partitions
-    )
+    assert group_assignment("range", reordered, partitions) == group_assignment("range", subscriptions, partitions)
 
 
 @given(groups())

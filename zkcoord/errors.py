@@ -36,3 +36,11 @@ class ZooKeeperNotFoundError(ZkcoordError):
 
 class ZooKeeperStartError(ZkcoordError):
     """The embedded ZooKeeper server did not come up."""
+
+
+class ZooKeeperConnectionError(ZkcoordError):
+    """No ZooKeeper session could be established in time."""
+
+
+class CommitFailedError(ZkcoordError):
+    """An offset commit named a partition this member does not own, or ZooKeeper refused it."""

@@ -63,14 +63,11 @@ def consumers_per_topic(subscriptions: Subscriptions) -> dict[str, list[str]]:
 
 def _partition_lists(partitions: Mapping[str, int | Iterable[int]]) -> dict[str, list[int]]:
     return {
-        topic: list(range(value)) if isinstance(value, int) else sorted(value)
-        for topic, value in partitions.items()
+        topic: list(range(value)) if isinstance(value, int) else sorted(value) for topic, value in partitions.items()
     }
 
 
-def roundrobin_listing(
-    subscription: Mapping[str, int], partitions: Mapping[str, int | Iterable[int]]
-) -> list[Claim]:
+def roundrobin_listing(subscription: Mapping[str, int], partitions: Mapping[str, int | Iterable[int]]) -> list[Claim]:
     """The topic-partitions of one member's subscription in the order round-robin deals them (§4.2–4.3).
 
     The listing follows the chain of Scala maps 0.8.2 builds (immutable Map from the registration JSON,

@@ -1,0 +1,33 @@
+import logging
+import os
+
+import pytest
+from kazoo.client import KazooClient
+
+from zkcoord.testing.zookeeper import fresh_chroot, zookeeper_for_tests
+
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+logging.getLogger("kazoo").setLevel(logging.WARNING)
+
+
+@pytest.fixture(scope="session")
+def zk_server():
+    """One ZooKeeper for the whole test session (embedded unless ZKCOORD_ZK_CONNECT says otherwise)."""
+    with zookeeper_for_tests() as connect:
+        yield connect
+
+
+@pytest.fixture
+def zk_connect(zk_server):
+    """A connect string with a fresh, empty chroot for this test."""
+    return fresh_chroot(zk_server)
+
+
+@pytest.fixture
+def zk(zk_connect):
+    """A plain (threading) kazoo client on the test's chroot, for arranging and checking znodes."""
+    client = KazooClient(hosts=zk_connect)
+    client.start(timeout=15)
+    yield client
+    client.stop()
+    client.close()

@@ -1,0 +1,67 @@
+"""The 0.8.2 high-level consumer's configuration (legacy-zk-protocol.md §7), with its defaults."""
+
+import os
+from dataclasses import dataclass
+
+from zkcoord.config import kafka_field
+from zkcoord.errors import ConfigError
+from zkcoord.zk.layout import is_legal_name
+
+OFFSETS_STORAGE_ZOOKEEPER = "zookeeper"
+
+
+@dataclass(frozen=True)
+class LegacyConsumerConfig:
+    group_id: str = kafka_field("group.id", doc="consumer group; Kafka's legal characters")
+    zookeeper_connect: str = kafka_field(
+        "zookeeper.connect", "", "host:port[,host:port][/chroot]; defaults to $ZKCOORD_ZK_CONNECT"
+    )
+    consumer_id: str | None = kafka_field("consumer.id", None, "fixed id suffix; generated when unset (§2.1)")
+    client_id: str | None = kafka_field("client.id", None, "defaults to group.id")
+    zookeeper_session_timeout_ms: int = kafka_field("zookeeper.session.timeout.ms", 6000)
+    zookeeper_connection_timeout_ms: int | None = kafka_field(
+        "zookeeper.connection.timeout.ms", None, "defaults to the session timeout"
+    )
+    zookeeper_sync_time_ms: int = kafka_field("zookeeper.sync.time.ms", 2000)
+    rebalance_max_retries: int = kafka_field("rebalance.max.retries", 4, "total attempts per rebalance")
+    rebalance_backoff_ms: int | None = kafka_field(
+        "rebalance.backoff.ms", None, "sleep after a failed attempt; defaults to zookeeper.sync.time.ms"
+    )
+    partition_assignment_strategy: str = kafka_field(
+        "partition.assignment.strategy", "range", "roundrobin; anything else means range, as in 0.8.2"
+    )
+    auto_commit_enable: bool = kafka_field("auto.commit.enable", True)
+    auto_commit_interval_ms: int = kafka_field("auto.commit.interval.ms", 60000)
+    exclude_internal_topics: bool = kafka_field("exclude.internal.topics", True)
+    offsets_storage: str = kafka_field("offsets.storage", OFFSETS_STORAGE_ZOOKEEPER)
+    offsets_commit_max_retries: int = kafka_field("offsets.commit.max.retries", 5, "commit retries at shutdown")
+    offsets_channel_backoff_ms: int = kafka_field("offsets.channel.backoff.ms", 1000)
+
+    def __post_init__(self):
+        if not self.group_id or not is_legal_name(self.group_id):
+            raise ConfigError(f"group.id {self.group_id!r} is illegal: use [a-zA-Z0-9._-], at most 255 characters")
+        if not self.zookeeper_connect:
+            object.__setattr__(self, "zookeeper_connect", os.environ.get("ZKCOORD_ZK_CONNECT", ""))
+        if not self.zookeeper_connect:
+            raise ConfigError("zookeeper.connect is required (or set ZKCOORD_ZK_CONNECT)")
+        if self.rebalance_max_retries < 1:
+            raise ConfigError("rebalance.max.retries must be >= 1")
+        storage = self.offsets_storage.lower()
+        if storage != OFFSETS_STORAGE_ZOOKEEPER:
+            raise ConfigError(
+                f"offsets.storage={self.offsets_storage!r}: the legacy consumer supports only 'zookeeper' "
+                "for now ('kafka' and dual commit come with offsets migration)"
+            )
+        object.__setattr__(self, "offsets_storage", storage)
+
+    @property
+    def connection_timeout_ms(self) -> int:
+        return self.zookeeper_connection_timeout_ms or self.zookeeper_session_timeout_ms
+
+    @property
+    def backoff_ms(self) -> int:
+        return self.zookeeper_sync_time_ms if self.rebalance_backoff_ms is None else self.rebalance_backoff_ms
+
+    @property
+    def effective_client_id(self) -> str:
+        return self.client_id or self.group_id

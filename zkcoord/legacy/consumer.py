@@ -1,0 +1,704 @@
+"""Kafka 0.8.2's high-level consumer group protocol on ZooKeeper (ZookeeperConsumerConnector).
+
+Spec: legacy-zk-protocol.md §1–§7. Everything ZooKeeper-facing (registration, watches, the rebalance
+loop, commits) runs on one gevent hub in a native :class:`~zkcoord.zk.session.HubThread`, so user code
+that holds the caller's hub or burns CPU cannot starve the session. Public methods are thread-safe and
+hand their work to that thread. Rebalance-listener callbacks run in that hub's native thread pool: they
+may block, and the member keeps answering ZooKeeper meanwhile.
+"""
+
+import contextlib
+import logging
+import re
+import socket
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import gevent
+import gevent.event
+import gevent.lock
+from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
+from kazoo.protocol.states import EventType, KazooState
+
+from zkcoord.assign.legacy import ROUNDROBIN, hash_ties, legacy_assignment, roundrobin_listing
+from zkcoord.clock import SystemClock
+from zkcoord.config import build_config
+from zkcoord.errors import (
+    CommitFailedError,
+    ConsumerRebalanceFailedError,
+    ZkcoordError,
+    ZooKeeperConnectionError,
+)
+from zkcoord.legacy.config import LegacyConsumerConfig
+from zkcoord.legacy.subscription import TopicFilter, expand, registration_for
+from zkcoord.legacy.trace import TraceSink, make_event
+from zkcoord.model import TopicPartition
+from zkcoord.zk import layout
+from zkcoord.zk.layout import ZnodeDecodeError
+from zkcoord.zk.session import HubThread, make_kazoo_client
+
+log = logging.getLogger(__name__)
+
+
+class RebalanceListener(Protocol):
+    """kafka-python style callbacks; both are optional. They run in a worker thread and may block."""
+
+    def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None: ...
+
+    def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None: ...
+
+
+def make_consumer_id(group: str, configured: str | None, now_ms: int) -> str:
+    """ZKCC ``consumerIdString``: ``group_consumer.id`` or ``group_host-ms-hex8`` (§2.1)."""
+    if configured:
+        return f"{group}_{configured}"
+    hex8 = format(uuid.uuid4().int >> 64, "x")[:8]  # Long.toHexString drops leading zeros
+    return f"{group}_{socket.gethostname()}-{now_ms}-{hex8}"
+
+
+def _requires_topic_watcher(topic_filter: TopicFilter) -> bool:
+    """TF ``requiresTopicEventWatcher``: a trivial whitelist (``[\\p{Alnum}-|]+``) watches no topic list."""
+    return not topic_filter.whitelist or not re.fullmatch(r"[A-Za-z0-9\-|]+", topic_filter.regex)
+
+
+@dataclass
+class _Owned:
+    thread_id: str
+    position: int  # the consumed offset: next offset to consume (§1.6)
+    checkpointed: int  # last value written to or read from ZooKeeper
+
+
+class _Ops:
+    """ZooKeeper requests and round trips spent by one rebalance attempt (pipelined batches count once)."""
+
+    def __init__(self):
+        self.requests = 0
+        self.round_trips = 0
+
+    def add(self, requests: int) -> None:
+        if requests:
+            self.requests += requests
+            self.round_trips += 1
+
+
+class _AttemptFailed(Exception):
+    def __init__(self, outcome: str, released: list, conflicts: list):
+        self.outcome, self.released, self.conflicts = outcome, released, conflicts
+
+
+class LegacyConsumer:
+    """A member of a Kafka 0.8.2 ZooKeeper consumer group, indistinguishable from a JVM member.
+
+    Subscribe with exactly one of ``topics={topic: streams}`` (ordered), ``whitelist=regex`` or
+    ``blacklist=regex`` (with ``num_streams``). Configure with Kafka's property names in ``config``
+    or snake_case keywords (``group_id=...``). Use as a context manager or call :meth:`start` and
+    :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        config: Mapping[str, Any] | None = None,
+        *,
+        topics: Mapping[str, int] | None = None,
+        whitelist: str | None = None,
+        blacklist: str | None = None,
+        num_streams: int = 1,
+        listener: RebalanceListener | None = None,
+        trace: TraceSink | Sequence[TraceSink] = (),
+        clock=None,
+        **properties: Any,
+    ):
+        self.config: LegacyConsumerConfig = build_config(LegacyConsumerConfig, config, **properties)
+        self._clock = clock or SystemClock()
+        self._registration = registration_for(topics, whitelist, blacklist, num_streams, 0)
+        self._filter: TopicFilter | None = None
+        if self._registration.is_wildcard:
+            regex = next(iter(self._registration.subscription))
+            self._filter = TopicFilter(regex, self._registration.pattern == layout.PATTERN_WHITELIST)
+        self.consumer_id = make_consumer_id(self.config.group_id, self.config.consumer_id, self._clock.now_ms())
+        self._listener = listener
+        self._sinks: tuple[TraceSink, ...] = (trace,) if callable(trace) else tuple(trace)
+        self._group = self.config.group_id
+        self._own_path = layout.consumer_path(self._group, self.consumer_id)
+        self._io: HubThread | None = None
+        self._zk = None
+        self._registry: dict[TopicPartition, _Owned] = {}
+        self._thread_ids: list[str] = []
+        self._assignment: dict[str, list[TopicPartition]] = {}
+        self._wildcard_topics: list[str] = []
+        self._watched_topics: set[str] = set()
+        self._watching_brokers = False
+        self._session_lost = False
+        self._closing = False
+        self._closed = False
+        self._greenlets: list[gevent.Greenlet] = []
+
+    # ---- public API (any thread) -------------------------------------------------------------------
+
+    def start(self, timeout: float | None = None) -> "LegacyConsumer":
+        """Connect, register, and run the first rebalance (raises if it fails after every retry)."""
+        if self._io is not None:
+            raise ZkcoordError("a LegacyConsumer starts once")
+        self._io = HubThread(f"zkcoord-legacy-{self.consumer_id}").start()
+        try:
+            self._io.call(self._startup, timeout=timeout)
+        except BaseException:
+            self._io.call(self._shutdown, False)
+            self._io.stop()
+            self._closed = True
+            raise
+        return self
+
+    def close(self, timeout: float = 60.0) -> None:
+        """Commit (with auto-commit on), then close the session: ZooKeeper drops our ephemerals (§3.6)."""
+        if self._io is None or self._closed:
+            return
+        self._closed = True
+        try:
+            self._io.call(self._shutdown, self.config.auto_commit_enable, timeout=timeout)
+        finally:
+            self._io.stop()
+
+    def __enter__(self) -> "LegacyConsumer":
+        return self.start()
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    @property
+    def group(self) -> str:
+        return self._group
+
+    @property
+    def zk_client(self):
+        """The kazoo client (lives in the member's hub thread; for tests and diagnostics)."""
+        return self._zk
+
+    def assignment(self) -> dict[str, list[TopicPartition]]:
+        """Thread id → partitions it owns now (every thread listed, possibly with none)."""
+        return {thread: list(tps) for thread, tps in self._assignment.items()}
+
+    def owned_partitions(self) -> set[TopicPartition]:
+        return {tp for tps in self._assignment.values() for tp in tps}
+
+    def position(self, partition: TopicPartition) -> int:
+        """The consumed position (next offset to consume; -1 when nothing was committed)."""
+        return self._call(lambda: self._owned(partition).position)
+
+    def seek(self, partition: TopicPartition, offset: int) -> None:
+        """Set the consumed position of an owned partition; the next commit writes it."""
+        self._call(lambda: setattr(self._owned(partition), "position", int(offset)))
+
+    def commit(self, offsets: Mapping[TopicPartition, int] | None = None) -> None:
+        """Write changed positions to ``/consumers/<g>/offsets`` (§5.1); ``offsets`` are set first."""
+
+        def commit():
+            for partition, offset in (offsets or {}).items():
+                self._owned(partition).position = int(offset)
+            self._commit_changed(_Ops())
+
+        self._call(commit)
+
+    def committed(self, partition: TopicPartition) -> int | None:
+        """The offset stored in ZooKeeper for ``partition`` (None when there is none)."""
+
+        def read():
+            path = layout.offset_path(self._group, *partition)
+            try:
+                return layout.decode_offset(path, self._zk.get(path)[0])
+            except NoNodeError:
+                return None
+
+        return self._call(read)
+
+    def _call(self, fn):
+        if self._io is None or self._closed:
+            raise ZkcoordError("the consumer is not running")
+        return self._io.call(fn, timeout=max(30.0, self.config.zookeeper_session_timeout_ms / 1000.0 * 2))
+
+    def _owned(self, partition: TopicPartition) -> _Owned:
+        owned = self._registry.get(TopicPartition(*partition))
+        if owned is None:
+            raise CommitFailedError(f"{self.consumer_id} does not own {partition}")
+        return owned
+
+    # ---- life cycle (hub thread) ---------------------------------------------------------------------
+
+    def _startup(self) -> None:
+        self._rebalance_lock = gevent.lock.Semaphore()
+        self._rebalance_requested = gevent.event.Event()
+        self._stopping = gevent.event.Event()
+        self._pending_reasons: set[str] = set()
+        self._zk = make_kazoo_client(self.config.zookeeper_connect, self.config.zookeeper_session_timeout_ms)
+        self._zk.add_listener(self._on_session_state)
+        try:
+            self._zk.start(timeout=self.config.connection_timeout_ms / 1000.0)
+        except self._zk.handler.timeout_exception:
+            raise ZooKeeperConnectionError(
+                f"no ZooKeeper session with {self.config.zookeeper_connect} within "
+                f"{self.config.connection_timeout_ms} ms"
+            ) from None
+        self._register()
+        if self._filter is not None:
+            self._wildcard_topics = self._allowed_topics()
+        self._arm_watches()
+        self._greenlets.append(gevent.spawn(self._rebalance_loop))
+        if self.config.auto_commit_enable:
+            self._greenlets.append(gevent.spawn(self._auto_commit_loop))
+        if not self._synced_rebalance("startup"):
+            raise ConsumerRebalanceFailedError(
+                f"{self.consumer_id} can't rebalance after {self.config.rebalance_max_retries} retries"
+            )
+
+    def _shutdown(self, commit: bool) -> None:
+        self._closing = True
+        if self._zk is None:
+            return
+        self._stopping.set()
+        self._rebalance_requested.set()
+        with self._rebalance_lock:
+            gevent.killall(self._greenlets)
+            if commit and self._zk.connected:
+                self._commit_with_retries()
+            self._registry.clear()
+            self._publish_assignment()
+            self._zk.stop()
+            self._zk.close()
+        self._emit("legacy.closed")
+
+    def _commit_with_retries(self) -> None:
+        """At shutdown a commit is retried ``offsets.commit.max.retries`` times (§5.1)."""
+        for attempt in range(1 + self.config.offsets_commit_max_retries):
+            try:
+                self._commit_changed(_Ops())
+                return
+            except (KazooException, ZkcoordError) as error:
+                log.warning(
+                    "commit at shutdown failed member=%s attempt=%d error=%s",
+                    self.consumer_id,
+                    attempt,
+                    error,
+                )
+                gevent.sleep(self.config.offsets_channel_backoff_ms / 1000.0)
+
+    def _register(self) -> None:
+        """Create our ids node, "expecting conflict" (§1.4): identical data is ours; other data is an old
+        session's node (ZOOKEEPER-1740), so back off one session timeout and retry until it is gone."""
+        registration = layout.ConsumerRegistration(
+            self._registration.subscription, self._registration.pattern, self._clock.now_ms()
+        )
+        data = layout.encode_consumer_registration(registration)
+        while not self._closing:
+            try:
+                self._zk.create(self._own_path, data, ephemeral=True, makepath=True)
+            except NodeExistsError:
+                try:
+                    existing, _ = self._zk.get(self._own_path)
+                except NoNodeError:
+                    continue
+                if existing != data:
+                    log.info(
+                        "ids node %s left by an earlier session; backing off %d ms until ZooKeeper deletes it",
+                        self._own_path,
+                        self.config.zookeeper_session_timeout_ms,
+                    )
+                    self._emit("legacy.registration_conflict", backoff_ms=self.config.zookeeper_session_timeout_ms)
+                    self._stopping.wait(self.config.zookeeper_session_timeout_ms / 1000.0)
+                    continue
+            self._emit("legacy.registered", registration=data.decode("utf-8"), session_id=self._zk.client_id[0])
+            return
+
+    # ---- watches (kazoo callbacks: only enqueue) ---------------------------------------------------
+
+    def _arm_watches(self) -> None:
+        """The persistent listeners of zkclient (§3.1), as one-shot ZooKeeper watches re-armed on fire."""
+        self._watch_children(layout.ids_path(self._group), self._on_ids_event)
+        topics = self._wildcard_topics if self._filter is not None else list(self._registration.subscription)
+        self._watched_topics = set()
+        self._watch_topic_data(topics)
+        if self._filter is not None and _requires_topic_watcher(self._filter):
+            self._watch_children(layout.BROKER_TOPICS_PATH, self._on_topics_event)
+        if self._watching_brokers:
+            self._watch_children(layout.BROKER_IDS_PATH, self._on_brokers_event)
+
+    def _watch_children(self, path: str, watcher) -> None:
+        # exists() arms a watch even while the node is missing; get_children() arms the child watch.
+        self._zk.exists_async(path, watch=watcher)
+        self._zk.get_children_async(path, watch=watcher)
+
+    def _watch_topic_data(self, topics: Iterable[str]) -> None:
+        for topic in topics:
+            if topic not in self._watched_topics:
+                self._watched_topics.add(topic)
+                self._zk.exists_async(layout.topic_path(topic), watch=self._on_topic_event)
+
+    def _watch_fired(self, event) -> bool:
+        """A real znode event; kazoo also calls watchers with type NONE when a session ends, and the
+        new session re-arms everything itself."""
+        return not self._closing and event.type != EventType.NONE
+
+    def _on_ids_event(self, event) -> None:
+        if self._watch_fired(event):
+            self._watch_children(event.path, self._on_ids_event)
+            self._request_rebalance("ids-changed")
+
+    def _on_brokers_event(self, event) -> None:
+        if self._watch_fired(event):
+            self._watch_children(event.path, self._on_brokers_event)
+            self._request_rebalance("brokers-changed")
+
+    def _on_topic_event(self, event) -> None:
+        if not self._watch_fired(event):
+            return
+        self._zk.exists_async(event.path, watch=self._on_topic_event)
+        if event.type == EventType.DELETED:
+            log.warning("topic node %s deleted; 0.8.2 does not rebalance for that (§3.2)", event.path)
+        else:
+            self._request_rebalance("topic-changed")
+
+    def _on_topics_event(self, event) -> None:
+        if self._watch_fired(event):
+            self._watch_children(event.path, self._on_topics_event)
+            gevent.spawn(self._on_topic_list_changed)
+
+    def _on_topic_list_changed(self) -> None:
+        """Wildcard: reinitialize when the set of allowed topics changed (§3.1 step 3)."""
+        try:
+            allowed = self._allowed_topics()
+        except KazooException as error:
+            log.warning("cannot list topics member=%s error=%s", self.consumer_id, error)
+            return
+        if set(allowed) != set(self._wildcard_topics):
+            self._wildcard_topics = allowed
+            self._watch_topic_data(allowed)
+            self._request_rebalance("topics-changed")
+
+    def _allowed_topics(self) -> list[str]:
+        return [t for t in self._list_topics() if self._filter.allows(t, self.config.exclude_internal_topics)]
+
+    def _list_topics(self) -> list[str]:
+        try:
+            return self._zk.get_children(layout.BROKER_TOPICS_PATH)
+        except NoNodeError:
+            return []
+
+    def _on_session_state(self, state: str) -> None:
+        if state == KazooState.LOST:
+            self._session_lost = True
+        elif state == KazooState.CONNECTED and self._session_lost and not self._closing:
+            self._session_lost = False
+            gevent.spawn(self._on_new_session)
+
+    def _on_new_session(self) -> None:
+        """handleNewSession (§3.5): our ephemerals are gone; re-register, then rebalance."""
+        self._emit("legacy.session_expired")
+        with self._rebalance_lock:
+            lost = sorted(self._registry)
+            self._registry.clear()
+            self._publish_assignment()
+            if lost:
+                self._run_listener("on_partitions_revoked", lost)
+            self._register()
+            self._arm_watches()
+        self._synced_rebalance("session-expired")
+
+    def _request_rebalance(self, reason: str) -> None:
+        self._pending_reasons.add(reason)
+        self._rebalance_requested.set()
+
+    def _rebalance_loop(self) -> None:
+        """The watcher executor: triggers that arrive during a rebalance collapse into one more (§3.2)."""
+        while True:
+            self._rebalance_requested.wait()
+            if self._closing:
+                return
+            self._rebalance_requested.clear()
+            reasons, self._pending_reasons = self._pending_reasons, set()
+            self._synced_rebalance(",".join(sorted(reasons)))
+
+    def _auto_commit_loop(self) -> None:
+        interval = self.config.auto_commit_interval_ms / 1000.0
+        while not self._stopping.wait(interval):
+            try:
+                self._commit_changed(_Ops())
+            except (KazooException, ZkcoordError) as error:
+                log.warning("auto-commit failed member=%s error=%s", self.consumer_id, error)
+
+    # ---- rebalance (§3.3, §3.4) ---------------------------------------------------------------------
+
+    def _synced_rebalance(self, reason: str) -> bool:
+        with self._rebalance_lock:
+            for attempt in range(1, self.config.rebalance_max_retries + 1):
+                if self._closing:
+                    return False
+                if self._attempt(attempt, reason):
+                    return True
+                if self.config.auto_commit_enable:
+                    self._commit_changed(_Ops())  # closeFetchersForQueues commits after a failed attempt
+                self._stopping.wait(self.config.backoff_ms / 1000.0)
+            log.error(
+                "%s can't rebalance after %d retries; it owns nothing until the next trigger",
+                self.consumer_id,
+                self.config.rebalance_max_retries,
+            )
+            self._emit("legacy.rebalance_failed", reason=reason, attempts=self.config.rebalance_max_retries)
+            return False
+
+    def _attempt(self, attempt: int, reason: str) -> bool:
+        started = time.monotonic()
+        ops = _Ops()
+        fields: dict[str, Any] = {"released": [], "claimed": [], "conflicts": [], "error": None}
+        try:
+            outcome, fields["released"], fields["claimed"] = self._rebalance_once(ops)
+        except _AttemptFailed as failed:
+            outcome, fields["released"], fields["conflicts"] = (
+                failed.outcome,
+                failed.released,
+                failed.conflicts,
+            )
+        except (KazooException, ZkcoordError) as error:
+            outcome, fields["error"] = "error", f"{type(error).__name__}: {error}"
+            log.warning(
+                "rebalance attempt failed member=%s attempt=%d error=%s",
+                self.consumer_id,
+                attempt,
+                fields["error"],
+            )
+        except Exception as error:  # 0.8.2 catches everything here: a failed attempt never kills the member
+            outcome, fields["error"] = "error", f"{type(error).__name__}: {error}"
+            log.exception("unexpected error in rebalance attempt member=%s attempt=%d", self.consumer_id, attempt)
+        if outcome == "conflict":
+            log.info(
+                "rebalance conflict member=%s attempt=%d conflicts=%s",
+                self.consumer_id,
+                attempt,
+                fields["conflicts"],
+            )
+        self._emit(
+            "legacy.rebalance_attempt",
+            attempt=attempt,
+            reason=reason,
+            outcome=outcome,
+            duration_ms=round((time.monotonic() - started) * 1000.0, 3),
+            zk_ops=ops.requests,
+            zk_round_trips=ops.round_trips,
+            **{
+                key: [list(tp) for tp in value] if key in ("released", "claimed") else value
+                for key, value in fields.items()
+            },
+        )
+        return outcome in ("success", "no-brokers")
+
+    def _rebalance_once(self, ops: _Ops) -> tuple[str, list, list]:
+        own = self._read_registration(self.consumer_id, ops)
+        if not self._read_brokers(ops):
+            # §3.4 step 2: nothing released or claimed; watch /brokers/ids from now on.
+            log.warning("no brokers under %s; member=%s keeps what it owns", layout.BROKER_IDS_PATH, self.consumer_id)
+            if not self._watching_brokers:
+                self._watching_brokers = True
+                self._watch_children(layout.BROKER_IDS_PATH, self._on_brokers_event)
+            return "no-brokers", [], []
+        if self.config.auto_commit_enable:
+            self._commit_changed(ops)  # commit before release so the next owner starts where we stopped
+        released = sorted(self._registry)
+        if released:
+            self._run_listener("on_partitions_revoked", released)
+        self._delete_owners(released, ops)
+        self._registry.clear()
+        self._publish_assignment()
+
+        subscriptions, partitions = self._group_view(own, ops)
+        decision = legacy_assignment(
+            self.config.partition_assignment_strategy, subscriptions, partitions, self.consumer_id
+        )
+        if self.config.partition_assignment_strategy == ROUNDROBIN:
+            ties = hash_ties(roundrobin_listing(subscriptions[self.consumer_id], partitions))
+            if ties:
+                log.warning("round-robin hash ties %s: members may disagree on their order (§4.3)", ties)
+        self._thread_ids = list(decision)
+        wanted = {TopicPartition(t, p): thread for thread, claims in decision.items() for t, p in claims}
+        claimed = self._claim(wanted, ops, released)
+        try:
+            offsets = self._fetch_offsets(claimed, ops)  # after the claim: no stale-offset race (§3.4)
+        except BaseException:
+            self._delete_owners(claimed, ops)
+            raise
+        self._registry = {tp: _Owned(wanted[tp], offsets[tp], offsets[tp]) for tp in sorted(wanted)}
+        self._publish_assignment()
+        if wanted:
+            self._run_listener("on_partitions_assigned", sorted(wanted))
+        return "success", released, sorted(wanted)
+
+    def _read_registration(self, consumer_id: str, ops: _Ops) -> layout.ConsumerRegistration:
+        data, _ = self._zk.get(layout.consumer_path(self._group, consumer_id))
+        ops.add(1)
+        return layout.decode_consumer_registration(self._group, consumer_id, data)
+
+    def _read_brokers(self, ops: _Ops) -> list[layout.BrokerRegistration]:
+        """``getCluster``: every broker registration; one that vanishes or is garbage fails the attempt."""
+        try:
+            broker_ids = self._zk.get_children(layout.BROKER_IDS_PATH)
+        except NoNodeError:
+            broker_ids = []
+        ops.add(1)
+        pending = [(b, self._zk.get_async(layout.BROKER_IDS_PATH + "/" + b)) for b in broker_ids]
+        ops.add(len(pending))
+        brokers = []
+        for broker_id, result in pending:
+            if not broker_id.lstrip("-").isdigit():
+                raise ZnodeDecodeError(layout.BROKER_IDS_PATH + "/" + broker_id, "broker id is not an int")
+            brokers.append(layout.decode_broker_registration(int(broker_id), result.get()[0]))
+        return brokers
+
+    def _group_view(
+        self, own: layout.ConsumerRegistration, ops: _Ops
+    ) -> tuple[dict[str, dict[str, int]], dict[str, list[int]]]:
+        """PA ``AssignmentContext`` (§3.4 step 5), every znode read fresh and pipelined."""
+        consumer_ids = self._zk.get_children(layout.ids_path(self._group), watch=self._on_ids_event)
+        ops.add(1)
+        pending = [(c, self._zk.get_async(layout.consumer_path(self._group, c))) for c in consumer_ids]
+        ops.add(len(pending))
+        registrations = {c: layout.decode_consumer_registration(self._group, c, r.get()[0]) for c, r in pending}
+        registrations[self.consumer_id] = own
+        topic_list: list[str] | None = None
+        if any(r.is_wildcard for r in registrations.values()):
+            topic_list = self._list_topics()
+            ops.add(1)
+        subscriptions = {
+            c: expand(r, topic_list or [], self.config.exclude_internal_topics) for c, r in registrations.items()
+        }
+        own_topics = list(subscriptions[self.consumer_id])
+        pending_topics = [(t, self._zk.get_async(layout.topic_path(t))) for t in own_topics]
+        ops.add(len(pending_topics))
+        partitions = {}
+        for topic, result in pending_topics:
+            try:
+                partitions[topic] = layout.decode_topic_partitions(topic, result.get()[0])
+            except NoNodeError:
+                partitions[topic] = []
+            except ZnodeDecodeError as error:
+                log.warning("%s; treating topic %s as having no partitions", error, topic)
+                partitions[topic] = []
+        return subscriptions, partitions
+
+    def _claim(self, wanted: Mapping[TopicPartition, str], ops: _Ops, released: list) -> list[TopicPartition]:
+        """reflectPartitionOwnershipDecision (§3.4 step 9, §1.5), pipelined: try every partition; on any
+        conflict delete what this attempt created and fail."""
+        creates = {
+            tp: self._zk.create_async(
+                layout.owner_path(self._group, *tp),
+                layout.encode_owner(thread),
+                ephemeral=True,
+                makepath=True,
+            )
+            for tp, thread in wanted.items()
+        }
+        ops.add(len(creates))
+        owned, existing, unexpected = [], [], None
+        for tp, result in creates.items():
+            try:
+                result.get()
+                owned.append(tp)
+            except NodeExistsError:
+                existing.append(tp)
+            except KazooException as error:
+                unexpected = unexpected or error
+        reads = {tp: self._zk.get_async(layout.owner_path(self._group, *tp)) for tp in existing}
+        ops.add(len(reads))
+        conflicts = []
+        for tp, result in reads.items():
+            try:
+                holder = result.get()[0]
+            except NoNodeError:
+                holder = None  # vanished meanwhile: still a conflict for this attempt
+            except KazooException as error:
+                unexpected, holder = unexpected or error, None
+            if holder == layout.encode_owner(wanted[tp]):
+                owned.append(tp)  # our own node, e.g. a retry after connection loss
+            else:
+                conflicts.append([tp.topic, tp.partition, layout.decode_owner(holder)])
+        if conflicts or unexpected is not None:
+            self._delete_owners(owned, ops)
+            if unexpected is not None:
+                raise unexpected
+            raise _AttemptFailed("conflict", [list(tp) for tp in released], conflicts)
+        return owned
+
+    def _delete_owners(self, partitions: Sequence[TopicPartition], ops: _Ops) -> None:
+        pending = [self._zk.delete_async(layout.owner_path(self._group, *tp)) for tp in partitions]
+        ops.add(len(pending))
+        for result in pending:
+            with contextlib.suppress(NoNodeError):  # already gone: released either way
+                result.get()
+
+    def _fetch_offsets(self, partitions: Sequence[TopicPartition], ops: _Ops) -> dict[TopicPartition, int]:
+        pending = {tp: self._zk.get_async(layout.offset_path(self._group, *tp)) for tp in partitions}
+        ops.add(len(pending))
+        offsets = {}
+        for tp, result in pending.items():
+            try:
+                offsets[tp] = layout.decode_offset(layout.offset_path(self._group, *tp), result.get()[0])
+            except NoNodeError:
+                offsets[tp] = -1
+        return offsets
+
+    def _commit_changed(self, ops: _Ops) -> None:
+        """ZK offset storage: write only positions that differ from the last checkpoint (§5.1)."""
+        changed = {
+            tp: (owned, owned.position) for tp, owned in self._registry.items() if owned.position != owned.checkpointed
+        }
+        if not changed:
+            return
+        self._write_offsets({tp: position for tp, (_, position) in changed.items()}, ops)
+        for owned, position in changed.values():
+            owned.checkpointed = position
+
+    def _write_offsets(self, offsets: Mapping[TopicPartition, int], ops: _Ops) -> None:
+        """``updatePersistentPath``, pipelined: set; create the missing; set again on a create race."""
+        paths = {tp: layout.offset_path(self._group, *tp) for tp in offsets}
+        sets = {tp: self._zk.set_async(paths[tp], layout.encode_offset(o)) for tp, o in offsets.items()}
+        ops.add(len(sets))
+        missing = []
+        for tp, result in sets.items():
+            try:
+                result.get()
+            except NoNodeError:
+                missing.append(tp)
+        creates = {
+            tp: self._zk.create_async(paths[tp], layout.encode_offset(offsets[tp]), makepath=True) for tp in missing
+        }
+        ops.add(len(creates))
+        for tp, result in creates.items():
+            try:
+                result.get()
+            except NodeExistsError:
+                self._zk.set(paths[tp], layout.encode_offset(offsets[tp]))
+                ops.add(1)
+
+    # ---- outputs -------------------------------------------------------------------------------------
+
+    def _publish_assignment(self) -> None:
+        threads: dict[str, list[TopicPartition]] = {thread: [] for thread in self._thread_ids}
+        for tp, owned in sorted(self._registry.items()):
+            threads.setdefault(owned.thread_id, []).append(tp)
+        self._assignment = threads  # replaced whole: readers in other threads see one consistent dict
+
+    def _run_listener(self, method: str, partitions: list[TopicPartition]) -> None:
+        callback = getattr(self._listener, method, None)
+        if callback is None:
+            return
+        try:
+            self._io.hub.threadpool.spawn(callback, list(partitions)).get()
+        except Exception:
+            log.exception("rebalance listener %s failed member=%s", method, self.consumer_id)
+
+    def _emit(self, event_type: str, **fields: Any) -> None:
+        event = make_event(event_type, self._clock.now_ms(), self._group, self.consumer_id, **fields)
+        for sink in self._sinks:
+            try:
+                sink(event)
+            except Exception:
+                log.exception("trace sink failed")

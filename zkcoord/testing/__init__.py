@@ -1,0 +1,1 @@
+"""Public test harnesses: real ZooKeeper servers, chroots, session expiry and dropped connections."""

@@ -1,0 +1,1 @@
+"""ZooKeeper: znode layout and codecs, kazoo sessions, and the embedded server launcher."""

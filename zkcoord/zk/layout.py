@@ -1,0 +1,360 @@
+"""Every znode path and value codec of Kafka 0.8.2's ZooKeeper layout (legacy-zk-protocol.md §1).
+
+Writers produce the exact bytes 0.8.2 writes. Readers accept what any later Kafka writes (unknown
+versions, extra fields) and raise :class:`ZnodeDecodeError` naming the znode for what 0.8.2 itself
+could not read. Pure: must not import kazoo or gevent.
+"""
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from zkcoord.assign.java import immutable_map_order
+from zkcoord.errors import ZkcoordError
+
+BROKER_IDS_PATH = "/brokers/ids"
+BROKER_TOPICS_PATH = "/brokers/topics"
+CONSUMERS_PATH = "/consumers"
+
+PATTERN_STATIC = "static"
+PATTERN_WHITELIST = "white_list"
+PATTERN_BLACKLIST = "black_list"
+INTERNAL_TOPICS = frozenset({"__consumer_offsets"})
+
+# Kafka's Config.validateChars: topic, group and client ids (0.8.2 Topic.legalChars, max 255).
+_LEGAL_NAME = re.compile(r"[a-zA-Z0-9._\-]{1,255}")
+_INT32 = (-(2**31), 2**31 - 1)
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+class ZnodeDecodeError(ZkcoordError):
+    """A znode holds data that Kafka 0.8.2 could not read either."""
+
+    def __init__(self, path: str, reason: str, data: bytes | None = None):
+        self.path = path
+        self.reason = reason
+        preview = "" if data is None else f"; data={data[:120]!r}"
+        super().__init__(f"cannot decode {path}: {reason}{preview}")
+
+
+def is_legal_name(name: str) -> bool:
+    """True for a topic, group or client id that Kafka's ``validateChars`` accepts."""
+    return bool(_LEGAL_NAME.fullmatch(name)) and name not in (".", "..")
+
+
+# ---- paths ---------------------------------------------------------------------------------------
+
+
+def broker_path(broker_id: int) -> str:
+    return f"{BROKER_IDS_PATH}/{broker_id}"
+
+
+def topic_path(topic: str) -> str:
+    return f"{BROKER_TOPICS_PATH}/{topic}"
+
+
+def partition_state_path(topic: str, partition: int) -> str:
+    return f"{BROKER_TOPICS_PATH}/{topic}/partitions/{partition}/state"
+
+
+def group_path(group: str) -> str:
+    return f"{CONSUMERS_PATH}/{group}"
+
+
+def ids_path(group: str) -> str:
+    return f"{CONSUMERS_PATH}/{group}/ids"
+
+
+def consumer_path(group: str, consumer_id: str) -> str:
+    return f"{CONSUMERS_PATH}/{group}/ids/{consumer_id}"
+
+
+def owners_path(group: str, topic: str | None = None) -> str:
+    base = f"{CONSUMERS_PATH}/{group}/owners"
+    return base if topic is None else f"{base}/{topic}"
+
+
+def owner_path(group: str, topic: str, partition: int) -> str:
+    return f"{CONSUMERS_PATH}/{group}/owners/{topic}/{partition}"
+
+
+def offsets_path(group: str, topic: str | None = None) -> str:
+    base = f"{CONSUMERS_PATH}/{group}/offsets"
+    return base if topic is None else f"{base}/{topic}"
+
+
+def offset_path(group: str, topic: str, partition: int) -> str:
+    return f"{CONSUMERS_PATH}/{group}/offsets/{topic}/{partition}"
+
+
+_OFFSET_PATH = re.compile(r"/consumers/([^/]+)/offsets/([^/]+)/(\d+)")
+
+
+def parse_offset_path(path: str) -> tuple[str, str, int] | None:
+    """``(group, topic, partition)`` of an offsets znode path, or None if it is not one."""
+    match = _OFFSET_PATH.fullmatch(path)
+    return (match[1], match[2], int(match[3])) if match else None
+
+
+# ---- JSON as 0.8.2 reads and writes it -----------------------------------------------------------
+
+
+def _reject_number(text: str):
+    raise ValueError(f"number {text} is not a 32-bit integer")
+
+
+def _int32(text: str) -> int:
+    value = int(text)
+    if not _INT32[0] <= value <= _INT32[1]:
+        _reject_number(text)
+    return value
+
+
+def parse_kafka_json(path: str, data: bytes | None) -> object:
+    """Parse JSON the way Kafka's ``Json.parseFull`` does: every number must be a 32-bit int (§1)."""
+    if data is None:
+        raise ZnodeDecodeError(path, "no data")
+    try:
+        return json.loads(
+            data.decode("utf-8"), parse_int=_int32, parse_float=_reject_number, parse_constant=_reject_number
+        )
+    except (UnicodeDecodeError, ValueError) as error:
+        raise ZnodeDecodeError(path, f"not JSON that Kafka 0.8.2 can read ({error})", data) from None
+
+
+def json_escape_string(text: str) -> str:
+    """Kafka's ``Utils.JSONEscapeString`` (used for wildcard registrations, §2.4)."""
+    escapes = {
+        '"': '\\"',
+        "\\": "\\\\",
+        "/": "\\/",
+        "\b": "\\b",
+        "\f": "\\f",
+        "\n": "\\n",
+        "\r": "\\r",
+        "\t": "\\t",
+    }
+    out = []
+    for ch in text:
+        if ch in escapes:
+            out.append(escapes[ch])
+        elif ord(ch) <= 0x1F or 0x7F <= ord(ch) <= 0x9F:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _encode_json_value(value) -> str:
+    """Kafka's ``Json.encode``: no whitespace, strings written as given (callers escape)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return f'"{value}"'
+    if isinstance(value, Mapping):
+        return "{" + ",".join(f'"{k}":{_encode_json_value(v)}' for k, v in value.items()) + "}"
+    if isinstance(value, Sequence):
+        return "[" + ",".join(_encode_json_value(v) for v in value) + "]"
+    raise TypeError(f"cannot encode {type(value).__name__} as Kafka JSON")
+
+
+def _scala_map(**fields) -> dict:
+    """Fields in the iteration order of the Scala immutable Map 0.8.2 encodes them from."""
+    return {key: fields[key] for key in immutable_map_order(list(fields))}
+
+
+# ---- /brokers/ids/<id> ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BrokerRegistration:
+    broker_id: int
+    host: str | None
+    port: int
+    jmx_port: int = -1
+    timestamp_ms: int = 0
+    version: int = 1
+    endpoints: tuple[str, ...] = ()
+
+
+def encode_broker_registration(broker: BrokerRegistration) -> bytes:
+    """The v1 (0.8.x) registration; keys in the order 0.8.2's 5-entry Scala Map iterates (§1.1)."""
+    return _encode_json_value(
+        _scala_map(
+            version=1,
+            host=broker.host,
+            port=broker.port,
+            jmx_port=broker.jmx_port,
+            timestamp=str(broker.timestamp_ms),
+        )
+    ).encode("utf-8")
+
+
+def decode_broker_registration(broker_id: int, data: bytes | None) -> BrokerRegistration:
+    """Read any version (v1–v5); host/port fall back to the PLAINTEXT endpoint (§1.1)."""
+    path = broker_path(broker_id)
+    obj = parse_kafka_json(path, data)
+    if not isinstance(obj, dict):
+        raise ZnodeDecodeError(path, "not a JSON object", data)
+    endpoints = tuple(e for e in obj.get("endpoints") or () if isinstance(e, str))
+    host, port = obj.get("host"), obj.get("port", -1)
+    if host is None:
+        for endpoint in endpoints:
+            match = re.fullmatch(r"PLAINTEXT://\[?([^\]]*)\]?:(\d+)", endpoint)
+            if match:
+                host, port = match[1], int(match[2])
+                break
+    if not (host is None or isinstance(host, str)) or not isinstance(port, int):
+        raise ZnodeDecodeError(path, "host must be a string and port an int", data)
+    timestamp = obj.get("timestamp", "0")
+    return BrokerRegistration(
+        broker_id=broker_id,
+        host=host,
+        port=port,
+        jmx_port=obj.get("jmx_port", -1) if isinstance(obj.get("jmx_port", -1), int) else -1,
+        timestamp_ms=int(timestamp) if str(timestamp).lstrip("-").isdigit() else 0,
+        version=obj.get("version", 1) if isinstance(obj.get("version", 1), int) else -1,
+        endpoints=endpoints,
+    )
+
+
+# ---- /brokers/topics/<t> and partition state ------------------------------------------------------
+
+
+def encode_topic_registration(replicas: Mapping[int, Sequence[int]]) -> bytes:
+    """``{"version":1,"partitions":{"0":[1,2],...}}`` as AdminUtils writes it (§1.2)."""
+    partitions = {str(p): list(r) for p, r in sorted(replicas.items())}
+    return _encode_json_value({"version": 1, "partitions": partitions}).encode("utf-8")
+
+
+def decode_topic_partitions(topic: str, data: bytes | None) -> list[int]:
+    """Sorted partition numbers: only the keys of ``partitions`` matter to 0.8.2 (§1.2).
+
+    A missing node or a missing ``partitions`` field means no partitions, not an error.
+    """
+    if data is None:
+        return []
+    path = topic_path(topic)
+    obj = parse_kafka_json(path, data)
+    if not isinstance(obj, dict):
+        raise ZnodeDecodeError(path, "not a JSON object", data)
+    partitions = obj.get("partitions")
+    if partitions is None:
+        return []
+    if not isinstance(partitions, dict):
+        raise ZnodeDecodeError(path, "partitions is not an object", data)
+    try:
+        return sorted(_int32(key) for key in partitions)
+    except ValueError:
+        raise ZnodeDecodeError(path, "a partition key is not an int", data) from None
+
+
+def decode_topic_replicas(topic: str, data: bytes | None) -> dict[int, list[int]]:
+    """Partition → replica broker ids, for tools that rewrite a topic."""
+    obj = parse_kafka_json(topic_path(topic), data)
+    partitions = obj.get("partitions") if isinstance(obj, dict) else None
+    if not isinstance(partitions, dict):
+        return {}
+    return {int(p): [r for r in replicas if isinstance(r, int)] for p, replicas in partitions.items()}
+
+
+def encode_partition_state(leader: int, isr: Sequence[int], leader_epoch: int = 0, controller_epoch: int = 1) -> bytes:
+    """``/brokers/topics/<t>/partitions/<p>/state`` as 0.8.2's controller writes it (§1.3)."""
+    return _encode_json_value(
+        _scala_map(
+            controller_epoch=controller_epoch,
+            leader=leader,
+            version=1,
+            leader_epoch=leader_epoch,
+            isr=list(isr),
+        )
+    ).encode("utf-8")
+
+
+# ---- /consumers/<g>/ids/<consumerId> --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ConsumerRegistration:
+    """A member registration. ``subscription`` keeps key order (it decides round-robin ties, §4.3)."""
+
+    subscription: Mapping[str, int]
+    pattern: str = PATTERN_STATIC
+    timestamp_ms: int = 0
+    version: int = 1
+    extra: Mapping[str, object] = field(default_factory=dict, compare=False)
+
+    @property
+    def is_wildcard(self) -> bool:
+        """TC: wildcard only if the pattern says so and the subscription is not empty (§1.4)."""
+        return self.pattern in (PATTERN_WHITELIST, PATTERN_BLACKLIST) and bool(self.subscription)
+
+
+def encode_consumer_registration(registration: ConsumerRegistration) -> bytes:
+    """Exactly ``{"version":1,"subscription":{...},"pattern":"...","timestamp":"<ms>"}`` (§1.4)."""
+    for topic, streams in registration.subscription.items():
+        if not isinstance(streams, int) or streams < 1:
+            raise ValueError(f"streams for {topic!r} must be an int >= 1, not {streams!r} (§2.2)")
+    subscription = (
+        {json_escape_string(key): n for key, n in registration.subscription.items()}
+        if registration.pattern != PATTERN_STATIC
+        else dict(registration.subscription)
+    )
+    return _encode_json_value(
+        {
+            "version": registration.version,
+            "subscription": subscription,
+            "pattern": registration.pattern,
+            "timestamp": str(registration.timestamp_ms),
+        }
+    ).encode("utf-8")
+
+
+def decode_consumer_registration(group: str, consumer_id: str, data: bytes | None) -> ConsumerRegistration:
+    """TC ``constructTopicCount``: only ``pattern`` and ``subscription`` are read; both are required."""
+    path = consumer_path(group, consumer_id)
+    obj = parse_kafka_json(path, data)
+    if not isinstance(obj, dict):
+        raise ZnodeDecodeError(path, "not a JSON object", data)
+    if "pattern" not in obj or "subscription" not in obj:
+        raise ZnodeDecodeError(path, "missing pattern or subscription (KafkaException in 0.8.2)", data)
+    pattern, subscription = obj["pattern"], obj["subscription"]
+    if not isinstance(pattern, str) or not isinstance(subscription, dict):
+        raise ZnodeDecodeError(path, "pattern must be a string and subscription an object", data)
+    if not all(isinstance(n, int) and not isinstance(n, bool) for n in subscription.values()):
+        raise ZnodeDecodeError(path, "stream counts must be integers", data)
+    timestamp = obj.get("timestamp")
+    return ConsumerRegistration(
+        subscription=subscription,
+        pattern=pattern,
+        timestamp_ms=int(timestamp) if isinstance(timestamp, str) and timestamp.isdigit() else 0,
+        version=obj.get("version", 1) if isinstance(obj.get("version", 1), int) else -1,
+        extra={k: v for k, v in obj.items() if k not in ("version", "subscription", "pattern", "timestamp")},
+    )
+
+
+# ---- owners and offsets ---------------------------------------------------------------------------
+
+
+def encode_owner(thread_id: str) -> bytes:
+    return thread_id.encode("utf-8")
+
+
+def decode_owner(data: bytes | None) -> str | None:
+    return None if data is None else data.decode("utf-8", "replace")
+
+
+def encode_offset(offset: int) -> bytes:
+    """``Long.toString`` of the next offset to consume (§1.6)."""
+    return str(int(offset)).encode("ascii")
+
+
+def decode_offset(path: str, data: bytes | None) -> int:
+    """``toLong``; a non-numeric value makes the read fail as in 0.8.2 (§1.6)."""
+    text = (data or b"").decode("ascii", "replace")
+    if not re.fullmatch(r"[-+]?\d{1,19}", text) or not _INT64[0] <= int(text) <= _INT64[1]:
+        raise ZnodeDecodeError(path, "offset is not a 64-bit decimal integer", data)
+    return int(text)

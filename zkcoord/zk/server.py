@@ -1,0 +1,193 @@
+"""Run a standalone ZooKeeper server from jars already on the machine.
+
+Looks for the jars in ``ZOOKEEPER_CLASSPATH``, then inside the installed ``pyspark`` package, then
+Debian's ``/usr/share/java/zookeeper.jar``. Readiness is ``srvr`` reporting ``Mode: standalone``
+(``ruok`` answers before the server serves).
+"""
+
+import importlib.util
+import logging
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from zkcoord.errors import ZooKeeperNotFoundError, ZooKeeperStartError
+
+log = logging.getLogger(__name__)
+
+DEBIAN_ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
+JAVA_HINT = "install a Java runtime (Debian: apt-get install openjdk-17-jre-headless) or set JAVA_HOME"
+_LOG4J2_CONFIG = """status = warn
+rootLogger.level = warn
+rootLogger.appenderRef.out.ref = out
+appender.out.type = Console
+appender.out.name = out
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = %d{ISO8601} %p %c{1}: %m%n
+"""
+
+
+def find_java() -> str:
+    """Path of the ``java`` executable, or a :class:`ZooKeeperNotFoundError` that says how to get one."""
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home and (Path(java_home) / "bin" / "java").exists():
+        return str(Path(java_home) / "bin" / "java")
+    java = shutil.which("java")
+    if java is None:
+        raise ZooKeeperNotFoundError(f"no java found on PATH: {JAVA_HINT}")
+    return java
+
+
+def find_zookeeper_classpath() -> str:
+    """A classpath that holds ``org.apache.zookeeper.server.ZooKeeperServerMain`` and its dependencies."""
+    configured = os.environ.get("ZOOKEEPER_CLASSPATH")
+    if configured:
+        return configured
+    spec = importlib.util.find_spec("pyspark")
+    if spec is not None and spec.origin is not None:
+        jars = Path(spec.origin).parent / "jars"
+        if any(jars.glob("zookeeper-[0-9]*.jar")):
+            return f"{jars}/*"
+    if DEBIAN_ZOOKEEPER_JAR.exists():
+        return f"{DEBIAN_ZOOKEEPER_JAR}:{DEBIAN_ZOOKEEPER_JAR.parent}/*"
+    raise ZooKeeperNotFoundError(
+        "no ZooKeeper jars found: install pyspark (pip install pyspark), set ZOOKEEPER_CLASSPATH, "
+        "or install Debian's zookeeper package"
+    )
+
+
+def four_letter_word(host: str, port: int, word: str, timeout: float = 1.0) -> str:
+    """Send a ZooKeeper four-letter command (``srvr``, ``ruok`` ...) and return the answer."""
+    with socket.create_connection((host, port), timeout=timeout) as conn:
+        conn.sendall(word.encode("ascii"))
+        chunks = []
+        while chunk := conn.recv(4096):
+            chunks.append(chunk)
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        return probe.getsockname()[1]
+
+
+class EmbeddedZooKeeper:
+    """A standalone ZooKeeper server in a child JVM; also a context manager.
+
+    ``tick_time_ms`` bounds session timeouts to [2, 20] ticks unless ``max_session_timeout_ms`` is given;
+    tests use a short tick so that expiry costs well under a second.
+    """
+
+    def __init__(
+        self,
+        port: int = 0,
+        data_dir: str | os.PathLike | None = None,
+        host: str = "127.0.0.1",
+        tick_time_ms: int = 2000,
+        max_session_timeout_ms: int | None = None,
+    ):
+        self.host = host
+        self.port = port or _free_port(host)
+        self.tick_time_ms = tick_time_ms
+        self.max_session_timeout_ms = max_session_timeout_ms or 20 * tick_time_ms
+        self._owns_data_dir = data_dir is None
+        self.data_dir = Path(data_dir) if data_dir is not None else Path(tempfile.mkdtemp(prefix="zkcoord-zk-"))
+        self._process: subprocess.Popen | None = None
+
+    @property
+    def connect_string(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.data_dir / "zookeeper.log"
+
+    def _write_config(self) -> Path:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        (self.data_dir / "log4j2.properties").write_text(_LOG4J2_CONFIG)
+        config = self.data_dir / "zoo.cfg"
+        config.write_text(
+            "\n".join(
+                [
+                    f"tickTime={self.tick_time_ms}",
+                    f"dataDir={self.data_dir / 'data'}",
+                    f"clientPort={self.port}",
+                    f"clientPortAddress={self.host}",
+                    f"minSessionTimeout={2 * self.tick_time_ms}",
+                    f"maxSessionTimeout={self.max_session_timeout_ms}",
+                    "maxClientCnxns=0",
+                    "admin.enableServer=false",
+                    "4lw.commands.whitelist=srvr,ruok,stat,cons,mntr",
+                    "",
+                ]
+            )
+        )
+        return config
+
+    def start(self, timeout: float = 60.0) -> "EmbeddedZooKeeper":
+        """Start the JVM and wait until ``srvr`` reports ``Mode: standalone``."""
+        command = [
+            find_java(),
+            "-Xmx256m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.properties'}",
+            "-Dzookeeper.admin.enableServer=false",
+            "-cp",
+            find_zookeeper_classpath(),
+            "org.apache.zookeeper.server.ZooKeeperServerMain",
+        ]
+        config = self._write_config()
+        with open(self.log_path, "ab") as log_file:
+            self._process = subprocess.Popen(
+                [*command, str(config)], stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise ZooKeeperStartError(
+                    f"ZooKeeper exited with code {self._process.returncode}; log {self.log_path}:\n" + self._log_tail()
+                )
+            try:
+                if "Mode: standalone" in four_letter_word(self.host, self.port, "srvr", timeout=0.5):
+                    log.info("zookeeper serving host=%s port=%d data_dir=%s", self.host, self.port, self.data_dir)
+                    return self
+            except OSError:
+                pass
+            time.sleep(0.05)
+        self.stop()
+        raise ZooKeeperStartError(f"ZooKeeper did not serve within {timeout:.0f}s; log {self.log_path}")
+
+    def _log_tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the server (SIGTERM, then SIGKILL) and remove a data directory it created itself."""
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        if self._owns_data_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def __enter__(self) -> "EmbeddedZooKeeper":
+        return self.start()
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
