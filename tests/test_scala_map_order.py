@@ -1,6 +1,6 @@
 """Scala map iteration order (legacy-zk-protocol.md §4.3) against vectors from REAL Scala 2.11 collections.
 
-``data/scala-2.11-map-order.json`` was produced by ``benchmarks/scala_map_order/generate.sh`` running
+``data/scala-2.11-map-order.json`` was produced by ``tools/scala_map_order/generate.sh`` running
 ``Generate.scala`` on Scala 2.11.12 (Debian's scala-library); its ``produced_by`` field says how and when.
 """
 
