@@ -205,7 +205,7 @@ object Generate {
       case List("golden", out) =>
         val r = new Random(20150204L)
         val cs = cases(r, perSize = 1, randomCount = 30, maxBig = 49, compact = true).filter(_.size <= 49)
-        val produced = "Generate.scala (benchmarks/scala_map_order) on Scala " + version + " collections, " +
+        val produced = "Generate.scala (tools/scala_map_order) on Scala " + version + " collections, " +
           "library " + jar + " (Debian package scala-library " + sys.env.getOrElse("SCALA_DEB_VERSION", "?") +
           "), Java " + System.getProperty("java.version") + ", " + java.time.LocalDate.now
         val format = "keys: distinct keys in insertion order; immutable_order: Map(keys.zipWithIndex: _*) iterated; " +

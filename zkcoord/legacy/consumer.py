@@ -132,6 +132,7 @@ class LegacyConsumer:
         self._watched_topics: set[str] = set()
         self._watching_brokers = False
         self._session_lost = False
+        self._connected = False
         self._closing = False
         self._closed = False
         self._greenlets: list[gevent.Greenlet] = []
@@ -178,11 +179,16 @@ class LegacyConsumer:
         return self._zk
 
     def assignment(self) -> dict[str, list[TopicPartition]]:
-        """Thread id → partitions it owns now (every thread listed, possibly with none)."""
-        return {thread: list(tps) for thread, tps in self._assignment.items()}
+        """Thread id → partitions it owns now (every thread listed, possibly with none).
+
+        While the ZooKeeper connection is suspended the member cannot know whether its session, and
+        so its owner znodes, still exist: it then reports no partitions, and a careful caller pauses.
+        """
+        connected = self._connected
+        return {thread: list(tps) if connected else [] for thread, tps in self._assignment.items()}
 
     def owned_partitions(self) -> set[TopicPartition]:
-        return {tp for tps in self._assignment.values() for tp in tps}
+        return {tp for tps in self.assignment().values() for tp in tps}
 
     def position(self, partition: TopicPartition) -> int:
         """The consumed position (next offset to consume; -1 when nothing was committed)."""
@@ -386,6 +392,7 @@ class LegacyConsumer:
             return []
 
     def _on_session_state(self, state: str) -> None:
+        self._connected = state == KazooState.CONNECTED
         if state == KazooState.LOST:
             self._session_lost = True
         elif state == KazooState.CONNECTED and self._session_lost and not self._closing:
@@ -506,9 +513,9 @@ class LegacyConsumer:
         released = sorted(self._registry)
         if released:
             self._run_listener("on_partitions_revoked", released)
-        self._delete_owners(released, ops)
         self._registry.clear()
-        self._publish_assignment()
+        self._publish_assignment()  # stop believing before the znodes go, or two members could overlap
+        self._delete_owners(released, ops)
 
         subscriptions, partitions = self._group_view(own, ops)
         decision = legacy_assignment(
