@@ -126,12 +126,14 @@ class LegacyConsumer:
         self._io: HubThread | None = None
         self._zk = None
         self._registry: dict[TopicPartition, _Owned] = {}
+        self._lost_partitions: list[TopicPartition] = []
         self._thread_ids: list[str] = []
         self._assignment: dict[str, list[TopicPartition]] = {}
         self._wildcard_topics: list[str] = []
         self._watched_topics: set[str] = set()
         self._watching_brokers = False
         self._session_lost = False
+        self._new_session_pending = False
         self._connected = False
         self._closing = False
         self._closed = False
@@ -184,8 +186,7 @@ class LegacyConsumer:
         While the ZooKeeper connection is suspended the member cannot know whether its session, and
         so its owner znodes, still exist: it then reports no partitions, and a careful caller pauses.
         """
-        connected = self._connected
-        return {thread: list(tps) if connected else [] for thread, tps in self._assignment.items()}
+        return {thread: list(tps) for thread, tps in self._assignment.items()}
 
     def owned_partitions(self) -> set[TopicPartition]:
         return {tp for tps in self.assignment().values() for tp in tps}
@@ -394,18 +395,23 @@ class LegacyConsumer:
     def _on_session_state(self, state: str) -> None:
         self._connected = state == KazooState.CONNECTED
         if state == KazooState.LOST:
+            # The session, and with it every owner znode, is gone: forget them before a new session
+            # could make the old registry look owned again.
             self._session_lost = True
-        elif state == KazooState.CONNECTED and self._session_lost and not self._closing:
+            self._lost_partitions.extend(self._registry)
+            self._registry.clear()
+        self._publish_assignment()
+        if state == KazooState.CONNECTED and self._session_lost and not self._closing:
             self._session_lost = False
+            self._new_session_pending = True  # a rebalance still retrying on the old session gives way
             gevent.spawn(self._on_new_session)
 
     def _on_new_session(self) -> None:
         """handleNewSession (§3.5): our ephemerals are gone; re-register, then rebalance."""
         self._emit("legacy.session_expired")
         with self._rebalance_lock:
-            lost = sorted(self._registry)
-            self._registry.clear()
-            self._publish_assignment()
+            self._new_session_pending = False
+            lost, self._lost_partitions = sorted(set(self._lost_partitions)), []
             if lost:
                 self._run_listener("on_partitions_revoked", lost)
             self._register()
@@ -439,7 +445,7 @@ class LegacyConsumer:
     def _synced_rebalance(self, reason: str) -> bool:
         with self._rebalance_lock:
             for attempt in range(1, self.config.rebalance_max_retries + 1):
-                if self._closing:
+                if self._closing or self._new_session_pending:
                     return False
                 if self._attempt(attempt, reason):
                     return True
@@ -688,10 +694,27 @@ class LegacyConsumer:
     # ---- outputs -------------------------------------------------------------------------------------
 
     def _publish_assignment(self) -> None:
+        """Make the registry (or nothing, while disconnected) the assignment others read, and trace it.
+
+        ``monotonic_before``/``monotonic_after`` bracket the switch, so a checker can order the
+        changes of members in one process and prove that no two owned a partition at once.
+        """
         threads: dict[str, list[TopicPartition]] = {thread: [] for thread in self._thread_ids}
-        for tp, owned in sorted(self._registry.items()):
-            threads.setdefault(owned.thread_id, []).append(tp)
+        if self._connected:
+            for tp, owned in sorted(self._registry.items()):
+                threads.setdefault(owned.thread_id, []).append(tp)
+        if threads == self._assignment:
+            return
+        before = time.monotonic()
         self._assignment = threads  # replaced whole: readers in other threads see one consistent dict
+        after = time.monotonic()
+        self._emit(
+            "legacy.assignment",
+            assignment={thread: [list(tp) for tp in tps] for thread, tps in threads.items()},
+            connected=self._connected,
+            monotonic_before=before,
+            monotonic_after=after,
+        )
 
     def _run_listener(self, method: str, partitions: list[TopicPartition]) -> None:
         callback = getattr(self._listener, method, None)

@@ -74,7 +74,7 @@ def registration_for(
         if not topics:
             raise ConfigError("topics= must name at least one topic")
         for topic, streams in topics.items():
-            if not isinstance(streams, int) or streams < 1:
+            if not isinstance(streams, int) or isinstance(streams, bool) or streams < 1:
                 raise ConfigError(f"topic {topic}: streams must be an int >= 1 (0.8.2 asserts it)")
         return ConsumerRegistration(dict(topics), PATTERN_STATIC, timestamp_ms)
     if num_streams < 1:

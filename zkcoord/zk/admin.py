@@ -136,7 +136,7 @@ class GroupSnapshot:
         return found
 
 
-def read_group(client: KazooClient, group: str, exclude_internal_topics: bool = False) -> GroupSnapshot:
+def read_group(client: KazooClient, group: str, exclude_internal_topics: bool = True) -> GroupSnapshot:
     snapshot = GroupSnapshot(group)
     topic_list = _children(client, layout.BROKER_TOPICS_PATH)
     for consumer_id in sorted(_children(client, layout.ids_path(group)), key=java_string_key):

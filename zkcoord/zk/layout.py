@@ -100,6 +100,15 @@ def parse_offset_path(path: str) -> tuple[str, str, int] | None:
 # ---- JSON as 0.8.2 reads and writes it -----------------------------------------------------------
 
 
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _timestamp(value: object) -> int:
+    """Epoch ms written as a JSON string; anything else (never read by 0.8.2) counts as 0."""
+    return int(value) if isinstance(value, str) and re.fullmatch(r"-?[0-9]+", value) else 0
+
+
 def _reject_number(text: str):
     raise ValueError(f"number {text} is not a 32-bit integer")
 
@@ -119,8 +128,10 @@ def parse_kafka_json(path: str, data: bytes | None) -> object:
         return json.loads(
             data.decode("utf-8"), parse_int=_int32, parse_float=_reject_number, parse_constant=_reject_number
         )
-    except (UnicodeDecodeError, ValueError) as error:
-        raise ZnodeDecodeError(path, f"not JSON that Kafka 0.8.2 can read ({error})", data) from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as error:
+        raise ZnodeDecodeError(
+            path, f"not JSON that Kafka 0.8.2 can read ({type(error).__name__}: {error})", data
+        ) from None
 
 
 def json_escape_string(text: str) -> str:
@@ -199,7 +210,8 @@ def decode_broker_registration(broker_id: int, data: bytes | None) -> BrokerRegi
     obj = parse_kafka_json(path, data)
     if not isinstance(obj, dict):
         raise ZnodeDecodeError(path, "not a JSON object", data)
-    endpoints = tuple(e for e in obj.get("endpoints") or () if isinstance(e, str))
+    listed = obj.get("endpoints")
+    endpoints = tuple(e for e in listed if isinstance(e, str)) if isinstance(listed, list) else ()
     host, port = obj.get("host"), obj.get("port", -1)
     if host is None:
         for endpoint in endpoints:
@@ -209,14 +221,13 @@ def decode_broker_registration(broker_id: int, data: bytes | None) -> BrokerRegi
                 break
     if not (host is None or isinstance(host, str)) or not isinstance(port, int):
         raise ZnodeDecodeError(path, "host must be a string and port an int", data)
-    timestamp = obj.get("timestamp", "0")
     return BrokerRegistration(
         broker_id=broker_id,
         host=host,
         port=port,
-        jmx_port=obj.get("jmx_port", -1) if isinstance(obj.get("jmx_port", -1), int) else -1,
-        timestamp_ms=int(timestamp) if str(timestamp).lstrip("-").isdigit() else 0,
-        version=obj.get("version", 1) if isinstance(obj.get("version", 1), int) else -1,
+        jmx_port=obj["jmx_port"] if _is_int(obj.get("jmx_port")) else -1,
+        timestamp_ms=_timestamp(obj.get("timestamp")),
+        version=obj["version"] if _is_int(obj.get("version")) else -1,
         endpoints=endpoints,
     )
 
@@ -296,7 +307,7 @@ class ConsumerRegistration:
 def encode_consumer_registration(registration: ConsumerRegistration) -> bytes:
     """Exactly ``{"version":1,"subscription":{...},"pattern":"...","timestamp":"<ms>"}`` (§1.4)."""
     for topic, streams in registration.subscription.items():
-        if not isinstance(streams, int) or streams < 1:
+        if not _is_int(streams) or streams < 1:
             raise ValueError(f"streams for {topic!r} must be an int >= 1, not {streams!r} (§2.2)")
     subscription = (
         {json_escape_string(key): n for key, n in registration.subscription.items()}
@@ -324,14 +335,13 @@ def decode_consumer_registration(group: str, consumer_id: str, data: bytes | Non
     pattern, subscription = obj["pattern"], obj["subscription"]
     if not isinstance(pattern, str) or not isinstance(subscription, dict):
         raise ZnodeDecodeError(path, "pattern must be a string and subscription an object", data)
-    if not all(isinstance(n, int) and not isinstance(n, bool) for n in subscription.values()):
+    if not all(_is_int(n) for n in subscription.values()):
         raise ZnodeDecodeError(path, "stream counts must be integers", data)
-    timestamp = obj.get("timestamp")
     return ConsumerRegistration(
         subscription=subscription,
         pattern=pattern,
-        timestamp_ms=int(timestamp) if isinstance(timestamp, str) and timestamp.isdigit() else 0,
-        version=obj.get("version", 1) if isinstance(obj.get("version", 1), int) else -1,
+        timestamp_ms=_timestamp(obj.get("timestamp")),
+        version=obj["version"] if _is_int(obj.get("version")) else -1,
         extra={k: v for k, v in obj.items() if k not in ("version", "subscription", "pattern", "timestamp")},
     )
 

@@ -1,0 +1,198 @@
+"""build_config and the legacy consumer's configuration (legacy-zk-protocol.md §7). Pure."""
+
+import logging
+
+import pytest
+
+from zkcoord.config import build_config, kafka_names
+from zkcoord.errors import ConfigError
+from zkcoord.legacy.config import LegacyConsumerConfig
+
+ZK = "zk1:2181,zk2:2181/kafka"
+
+
+def legacy(properties=None, **overrides):
+    return build_config(LegacyConsumerConfig, properties, **overrides)
+
+
+def test_kafka_names_map_to_fields():
+    names = kafka_names(LegacyConsumerConfig)
+    assert names["group.id"] == "group_id"
+    assert names["rebalance.backoff.ms"] == "rebalance_backoff_ms"
+    assert names["zookeeper.connect"] == "zookeeper_connect"
+
+
+def test_defaults_spec_7():
+    config = legacy({"group.id": "g", "zookeeper.connect": ZK})
+    assert config.group_id == "g"
+    assert config.zookeeper_connect == ZK
+    assert config.consumer_id is None
+    assert config.zookeeper_session_timeout_ms == 6000
+    assert config.connection_timeout_ms == 6000
+    assert config.zookeeper_sync_time_ms == 2000
+    assert config.rebalance_max_retries == 4
+    assert config.backoff_ms == 2000
+    assert config.partition_assignment_strategy == "range"
+    assert config.auto_commit_enable is True
+    assert config.auto_commit_interval_ms == 60000
+    assert config.exclude_internal_topics is True
+    assert config.offsets_storage == "zookeeper"
+    assert config.offsets_commit_max_retries == 5
+    assert config.offsets_channel_backoff_ms == 1000
+    assert config.effective_client_id == "g"
+
+
+def test_properties_file_strings_are_coerced():
+    config = legacy(
+        {
+            "group.id": "orders-etl",
+            "zookeeper.connect": ZK,
+            "rebalance.backoff.ms": "3500",
+            "rebalance.max.retries": " 10 ",
+            "auto.commit.enable": "false",
+            "exclude.internal.topics": "FALSE",
+            "auto.commit.interval.ms": "1000",
+            "partition.assignment.strategy": "roundrobin",
+            "consumer.id": "fixed",
+            "client.id": "etl",
+        }
+    )
+    assert config.rebalance_backoff_ms == 3500
+    assert config.backoff_ms == 3500
+    assert config.rebalance_max_retries == 10
+    assert config.auto_commit_enable is False
+    assert config.exclude_internal_topics is False
+    assert config.auto_commit_interval_ms == 1000
+    assert config.partition_assignment_strategy == "roundrobin"
+    assert config.consumer_id == "fixed"
+    assert config.effective_client_id == "etl"
+
+
+def test_snake_case_aliases():
+    config = legacy(group_id="g", zookeeper_connect=ZK, rebalance_backoff_ms=100, auto_commit_enable=False)
+    assert (config.group_id, config.zookeeper_connect) == ("g", ZK)
+    assert config.backoff_ms == 100
+    assert config.auto_commit_enable is False
+
+
+def test_snake_case_keys_in_the_properties_mapping():
+    config = legacy({"group_id": "g", "zookeeper_connect": ZK, "zookeeper_session_timeout_ms": "9000"})
+    assert config.zookeeper_session_timeout_ms == 9000
+
+
+def test_keyword_overrides_win():
+    config = legacy({"group.id": "from-file", "zookeeper.connect": ZK, "rebalance.max.retries": "2"}, group_id="kw")
+    assert config.group_id == "kw"
+    assert config.rebalance_max_retries == 2
+
+
+def test_rebalance_backoff_defaults_to_sync_time_spec_7():
+    config = legacy({"group.id": "g", "zookeeper.connect": ZK, "zookeeper.sync.time.ms": "750"})
+    assert config.backoff_ms == 750
+
+
+def test_explicit_rebalance_backoff_beats_sync_time_spec_7():
+    config = legacy(
+        {"group.id": "g", "zookeeper.connect": ZK, "zookeeper.sync.time.ms": "750", "rebalance.backoff.ms": "0"}
+    )
+    assert config.backoff_ms == 0
+
+
+def test_connection_timeout_defaults_to_session_timeout_spec_7():
+    config = legacy({"group.id": "g", "zookeeper.connect": ZK, "zookeeper.session.timeout.ms": "12000"})
+    assert config.connection_timeout_ms == 12000
+    explicit = legacy(
+        {
+            "group.id": "g",
+            "zookeeper.connect": ZK,
+            "zookeeper.session.timeout.ms": "12000",
+            "zookeeper.connection.timeout.ms": "3000",
+        }
+    )
+    assert explicit.connection_timeout_ms == 3000
+
+
+def test_offsets_storage_is_lower_cased_spec_7():
+    assert legacy({"group.id": "g", "zookeeper.connect": ZK, "offsets.storage": "ZooKeeper"}).offsets_storage == (
+        "zookeeper"
+    )
+
+
+@pytest.mark.parametrize("storage", ["kafka", "Kafka", "redis"])
+def test_offsets_storage_other_than_zookeeper_is_refused(storage):
+    # "kafka" is valid in 0.8.2 but not supported yet; anything else is rejected as in CC (§7).
+    with pytest.raises(ConfigError, match="offsets.storage"):
+        legacy({"group.id": "g", "zookeeper.connect": ZK, "offsets.storage": storage})
+
+
+def test_missing_group_id():
+    with pytest.raises(ConfigError, match="group.id"):
+        legacy({"zookeeper.connect": ZK})
+
+
+@pytest.mark.parametrize("group", ["", "my group", "a/b", "grüppe", ".", "..", "g" * 256])
+def test_illegal_group_id_spec_7(group):
+    with pytest.raises(ConfigError, match="group.id"):
+        legacy({"group.id": group, "zookeeper.connect": ZK})
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("rebalance.backoff.ms", "2s"),
+        ("rebalance.max.retries", "4.0"),
+        ("zookeeper.session.timeout.ms", ""),
+        ("auto.commit.interval.ms", "sixty"),
+    ],
+)
+def test_non_integer_values_are_config_errors(name, value):
+    with pytest.raises(ConfigError, match=name):
+        legacy({"group.id": "g", "zookeeper.connect": ZK, name: value})
+
+
+@pytest.mark.parametrize("value", ["yes", "1", "", "no", "f"])
+def test_bad_booleans_are_config_errors(value):
+    with pytest.raises(ConfigError, match="auto.commit.enable"):
+        legacy({"group.id": "g", "zookeeper.connect": ZK, "auto.commit.enable": value})
+
+
+def test_rebalance_max_retries_below_one_is_refused():
+    with pytest.raises(ConfigError, match="rebalance.max.retries"):
+        legacy({"group.id": "g", "zookeeper.connect": ZK, "rebalance.max.retries": "0"})
+
+
+def test_unknown_properties_are_ignored_with_a_warning(caplog):
+    caplog.set_level(logging.WARNING, logger="zkcoord.config")
+    config = legacy({"group.id": "g", "zookeeper.connect": ZK, "fetch.message.max.bytes": "1048576", "bogus": "1"})
+    assert config == legacy({"group.id": "g", "zookeeper.connect": ZK})
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("fetch.message.max.bytes" in message for message in warned)
+    assert any("bogus" in message for message in warned)
+
+
+def test_known_properties_do_not_warn(caplog):
+    caplog.set_level(logging.WARNING, logger="zkcoord.config")
+    legacy({"group.id": "g", "zookeeper.connect": ZK, "auto.commit.enable": "true"})
+    assert not caplog.records
+
+
+def test_zookeeper_connect_falls_back_to_environment(monkeypatch):
+    monkeypatch.setenv("ZKCOORD_ZK_CONNECT", "envzk:2181/chroot")
+    assert legacy({"group.id": "g"}).zookeeper_connect == "envzk:2181/chroot"
+
+
+def test_explicit_zookeeper_connect_beats_environment(monkeypatch):
+    monkeypatch.setenv("ZKCOORD_ZK_CONNECT", "envzk:2181")
+    assert legacy({"group.id": "g", "zookeeper.connect": ZK}).zookeeper_connect == ZK
+
+
+def test_zookeeper_connect_is_required_without_environment(monkeypatch):
+    monkeypatch.delenv("ZKCOORD_ZK_CONNECT", raising=False)
+    with pytest.raises(ConfigError, match="zookeeper.connect"):
+        legacy({"group.id": "g"})
+
+
+def test_config_is_frozen():
+    config = legacy({"group.id": "g", "zookeeper.connect": ZK})
+    with pytest.raises(AttributeError):
+        config.group_id = "other"
