@@ -97,6 +97,7 @@ def _hosts(client: KazooClient) -> str:
 def expire_session(client: KazooClient, timeout: float = 15) -> None:
     """Really expire ``client``'s session: open a second connection on the same session id and
     password, then close it; the server ends the session and the first client finds it expired."""
+    wait_until(lambda: client.connected and client.client_id, timeout=timeout, what="a session to expire")
     session_id, password = client.client_id
     twin = KazooClient(hosts=_hosts(client), client_id=(session_id, password))
     twin.start(timeout=timeout)

@@ -1,0 +1,42 @@
+# make demo   set-up + the main job (an embedded ZooKeeper and a legacy group with a few bounces)
+# make test   set-up + the whole suite
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup demo test soak lint bench check-java clean
+
+setup: check-java $(STAMP)
+
+check-java:
+	@command -v java >/dev/null 2>&1 || [ -x "$$JAVA_HOME/bin/java" ] || { \
+	  echo "zkcoord needs a Java runtime (17 or newer) to run ZooKeeper."; \
+	  echo "  Debian/Ubuntu: sudo apt-get install -y openjdk-17-jre-headless"; \
+	  echo "  macOS:         brew install openjdk@17"; \
+	  echo "  or set JAVA_HOME to an installed JDK."; exit 1; }
+
+$(STAMP): setup.cfg pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: setup
+	$(BIN)/zkcoord demo
+
+test: setup
+	$(BIN)/python -m pytest -rs
+
+soak: setup
+	$(BIN)/python -m pytest -rs -m soak
+
+lint: setup
+	$(BIN)/ruff check zkcoord tests benchmarks
+	$(BIN)/ruff format --check zkcoord tests benchmarks
+
+bench: setup
+	$(BIN)/python benchmarks/legacy_rebalance.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

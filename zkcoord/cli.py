@@ -1,0 +1,404 @@
+"""The ``zkcoord`` command.
+
+Conventions for every subcommand: ``--zookeeper HOST:PORT[/chroot]`` (default ``$ZKCOORD_ZK_CONNECT``),
+``--group``, ``--topic``, ``--json`` for machine output; exit 0 = ok, 1 = a check found a problem,
+2 = usage or connection error.
+"""
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import re
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+from kazoo.client import KazooClient
+from kazoo.handlers.threading import KazooTimeoutError
+
+from zkcoord.clock import SystemClock
+from zkcoord.errors import ConfigError, ZkcoordError
+from zkcoord.model import TopicPartition
+from zkcoord.zk import admin
+
+EXIT_OK, EXIT_PROBLEM, EXIT_USAGE = 0, 1, 2
+CONNECT_TIMEOUT_S = 10.0
+
+
+class UsageError(ZkcoordError):
+    """Bad arguments or an unreachable service: exit code 2."""
+
+
+def _zookeeper_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--zookeeper",
+        default=os.environ.get("ZKCOORD_ZK_CONNECT"),
+        metavar="HOST:PORT[/chroot]",
+        help="ZooKeeper connect string (default: $ZKCOORD_ZK_CONNECT)",
+    )
+
+
+@contextlib.contextmanager
+def zookeeper(args: argparse.Namespace, create_chroot: bool = False) -> Iterator[KazooClient]:
+    """A started kazoo client on ``--zookeeper``; the chroot is created first when asked."""
+    if not args.zookeeper:
+        raise UsageError("no ZooKeeper given: pass --zookeeper HOST:PORT[/chroot] or set ZKCOORD_ZK_CONNECT")
+    hosts, _, chroot = args.zookeeper.partition("/")
+    client = KazooClient(hosts=hosts)
+    try:
+        client.start(timeout=CONNECT_TIMEOUT_S)
+    except KazooTimeoutError:
+        client.stop()
+        raise UsageError(f"cannot connect to ZooKeeper at {hosts} within {CONNECT_TIMEOUT_S:.0f}s") from None
+    try:
+        if chroot:
+            if create_chroot:
+                client.ensure_path("/" + chroot)
+            client.chroot = "/" + chroot.rstrip("/")
+        yield client
+    finally:
+        client.stop()
+        client.close()
+
+
+def _print_table(rows: Sequence[Sequence[object]], header: Sequence[str]) -> None:
+    widths = [max(len(str(x)) for x in column) for column in zip(header, *rows, strict=False)]
+    for row in [header, *rows]:
+        print("  ".join(str(value).ljust(width) for value, width in zip(row, widths, strict=True)).rstrip())
+
+
+def _emit_json(value: object) -> None:
+    print(json.dumps(value, indent=2, sort_keys=True, default=str))
+
+
+def _interrupt_event() -> threading.Event:
+    """An event set by Ctrl-C or SIGTERM; install it before starting what they should stop."""
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    return stop
+
+
+def _wait(stop: threading.Event) -> None:
+    while not stop.wait(0.5):
+        pass
+
+
+# ---- zk -------------------------------------------------------------------------------------------
+
+
+def cmd_zk_start(args: argparse.Namespace) -> int:
+    from zkcoord.zk.server import EmbeddedZooKeeper
+
+    server = EmbeddedZooKeeper(port=args.port, data_dir=args.data_dir, host=args.host, tick_time_ms=args.tick_time)
+    stop = _interrupt_event()
+    with server:
+        print(f"ZooKeeper serving on {server.connect_string} (data {server.data_dir}); Ctrl-C stops it", flush=True)
+        _wait(stop)
+    print("ZooKeeper stopped")
+    return EXIT_OK
+
+
+# ---- topics and brokers ----------------------------------------------------------------------------
+
+
+def cmd_topics_create(args: argparse.Namespace) -> int:
+    with zookeeper(args, create_chroot=True) as client:
+        admin.create_topic(client, args.name, args.partitions, args.replication_factor)
+    print(f'Created topic "{args.name}" with {args.partitions} partitions.')
+    return EXIT_OK
+
+
+def cmd_topics_alter(args: argparse.Namespace) -> int:
+    with zookeeper(args) as client:
+        old = admin.alter_topic_partitions(client, args.topic, args.partitions)
+    print(f'Topic "{args.topic}": partitions {old} -> {args.partitions}.')
+    return EXIT_OK
+
+
+def cmd_topics_list(args: argparse.Namespace) -> int:
+    with zookeeper(args) as client:
+        topics = admin.list_topics(client)
+    if args.json:
+        _emit_json({t: {"partitions": len(p)} if isinstance(p, list) else {"error": str(p)} for t, p in topics.items()})
+    else:
+        _print_table(
+            [(t, len(p) if isinstance(p, list) else f"unreadable: {p.reason}") for t, p in topics.items()],
+            ("TOPIC", "PARTITIONS"),
+        )
+    return EXIT_OK
+
+
+def cmd_brokers_register(args: argparse.Namespace) -> int:
+    with zookeeper(args, create_chroot=True) as client:
+        path = admin.register_broker(
+            client, args.id, args.host, args.port, SystemClock().now_ms(), persistent=args.persistent
+        )
+        if args.persistent:
+            print(f"Registered broker {args.id} at {path} (persistent).")
+            return EXIT_OK
+        print(f"Registered broker {args.id} at {path}; the registration lasts until Ctrl-C", flush=True)
+        _wait(_interrupt_event())
+    return EXIT_OK
+
+
+# ---- legacy ---------------------------------------------------------------------------------------
+
+
+def parse_topic_streams(text: str) -> dict[str, int]:
+    """``t1:2,t2:1`` (streams default to 1) as an ordered ``{topic: streams}``."""
+    topics: dict[str, int] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        topic, _, streams = item.partition(":")
+        try:
+            topics[topic] = int(streams or 1)
+        except ValueError:
+            raise UsageError(f"--topics: {item!r} is not TOPIC[:STREAMS]") from None
+    if not topics:
+        raise UsageError("--topics names no topic")
+    return topics
+
+
+def read_properties(path: str) -> dict[str, str]:
+    """A Java properties file: ``key=value``, ``key: value`` or ``key value`` lines; ``#``/``!`` comments."""
+    properties = {}
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if line and not line.startswith(("#", "!")):
+            key, *value = re.split(r"\s*[=:]\s*|\s+", line, maxsplit=1)
+            properties[key] = value[0] if value else ""
+    return properties
+
+
+def _format_partitions(partitions: Sequence[TopicPartition]) -> str:
+    return ",".join(f"{tp.topic}-{tp.partition}" for tp in partitions) or "-"
+
+
+def cmd_legacy_run(args: argparse.Namespace) -> int:
+    from zkcoord.legacy.consumer import LegacyConsumer
+    from zkcoord.legacy.trace import JsonLinesTraceWriter
+
+    properties = read_properties(args.consumer_config) if args.consumer_config else {}
+    for item in args.consumer_property:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise UsageError(f"--consumer-property {item!r} is not KEY=VALUE")
+        properties[key] = value
+    if args.zookeeper:
+        properties["zookeeper.connect"] = args.zookeeper
+    if not properties.get("zookeeper.connect"):
+        raise UsageError("no ZooKeeper given: pass --zookeeper HOST:PORT[/chroot] or set ZKCOORD_ZK_CONNECT")
+    properties["group.id"] = args.group
+    if args.consumer_id:
+        properties["consumer.id"] = args.consumer_id
+    subscription: dict = {}
+    if args.topics:
+        subscription["topics"] = parse_topic_streams(args.topics)
+    if args.whitelist:
+        subscription["whitelist"] = args.whitelist
+    if args.blacklist:
+        subscription["blacklist"] = args.blacklist
+    sinks: list[Callable] = [_print_rebalance(args.json)]
+    writer = JsonLinesTraceWriter(args.trace) if args.trace else None
+    if writer:
+        sinks.append(writer)
+    consumer = LegacyConsumer(properties, trace=sinks, num_streams=args.num_streams, **subscription)
+    print(f"member {consumer.consumer_id} joining group {args.group}; Ctrl-C leaves", flush=True)
+    stop = _interrupt_event()
+    try:
+        consumer.start()
+        _wait(stop)
+    finally:
+        consumer.close()
+        if writer:
+            writer.close()
+    return EXIT_OK
+
+
+def _print_rebalance(as_json: bool) -> Callable[[dict], None]:
+    def sink(event: dict) -> None:
+        if as_json:
+            print(json.dumps(event, sort_keys=True), flush=True)
+        elif event["type"] == "legacy.rebalance_attempt":
+            detail = {"conflict": f" conflicts={event['conflicts']}", "error": f" {event['error']}"}
+            print(
+                f"rebalance attempt {event['attempt']} ({event['reason']}): {event['outcome']} in "
+                f"{event['duration_ms']:.0f} ms, {event['zk_ops']} ZooKeeper ops" + detail.get(event["outcome"], ""),
+                flush=True,
+            )
+        elif event["type"] == "legacy.assignment" and event["connected"]:
+            for thread, claims in event["assignment"].items():
+                print(f"  {thread}: {_format_partitions([TopicPartition(*c) for c in claims])}", flush=True)
+        elif event["type"] in ("legacy.session_expired", "legacy.rebalance_failed"):
+            print(f"{event['type']}: {json.dumps({k: v for k, v in event.items() if k not in ('schema', 'type')})}")
+
+    return sink
+
+
+def cmd_legacy_verify(args: argparse.Namespace) -> int:
+    with zookeeper(args) as client:
+        snapshot = admin.read_group(client, args.group, exclude_internal_topics=not args.include_internal_topics)
+    problems = snapshot.problems()
+    rows = [
+        (
+            args.group,
+            topic,
+            partition,
+            snapshot.owners.get(TopicPartition(topic, partition), "-"),
+            snapshot.offsets.get(TopicPartition(topic, partition), "-"),
+        )
+        for topic, partitions in sorted(snapshot.partitions.items())
+        for partition in partitions
+    ]
+    if args.json:
+        _emit_json(
+            {
+                "group": args.group,
+                "ok": not problems,
+                "members": snapshot.members,
+                "partitions": [
+                    dict(zip(("group", "topic", "partition", "owner", "offset"), r, strict=True)) for r in rows
+                ],
+                "problems": problems,
+            }
+        )
+    else:
+        if not snapshot.members and not snapshot.bad_members:
+            print(f"Consumer group '{args.group}' has no active members.")
+        _print_table(rows, ("GROUP", "TOPIC", "PARTITION", "OWNER", "OFFSET"))
+        for problem in problems:
+            print(f"ERROR: {problem}")
+        print(
+            "Rebalance verified: every partition has one live owner."
+            if not problems
+            else f"Rebalance NOT verified: {len(problems)} problem(s)."
+        )
+    return EXIT_PROBLEM if problems else EXIT_OK
+
+
+def cmd_legacy_offsets_export(args: argparse.Namespace) -> int:
+    with zookeeper(args) as client:
+        lines = admin.export_offsets(client, args.group or None)
+    text = "".join(line + "\n" for line in lines)
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+        print(f"Exported {len(lines)} offsets to {args.output}.")
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
+def cmd_legacy_offsets_import(args: argparse.Namespace) -> int:
+    source = sys.stdin if args.input == "-" else open(args.input, encoding="utf-8")  # noqa: SIM115
+    with source:
+        entries = admin.parse_offset_lines(source)
+    with zookeeper(args, create_chroot=True) as client:
+        count = admin.import_offsets(client, entries)
+    print(f"Imported {count} offsets.")
+    return EXIT_OK
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from zkcoord.demo import run_demo
+
+    return run_demo(members=args.members, partitions=args.partitions)
+
+
+# ---- parser ---------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="zkcoord", description=__doc__.split("\n")[0])
+    parser.add_argument("--log-level", default="WARNING", help="Python logging level (default WARNING)")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    zk = commands.add_parser("zk", help="embedded ZooKeeper").add_subparsers(dest="action", required=True)
+    start = zk.add_parser("start", help="run a standalone ZooKeeper until Ctrl-C")
+    start.add_argument("--port", type=int, default=2181)
+    start.add_argument("--host", default="127.0.0.1")
+    start.add_argument("--data-dir", help="keep data here (default: a temporary directory, removed at exit)")
+    start.add_argument("--tick-time", type=int, default=2000, metavar="MS", help="ZooKeeper tickTime")
+    start.set_defaults(func=cmd_zk_start)
+
+    topics = commands.add_parser("topics", help="topics in the 0.8 layout").add_subparsers(dest="action", required=True)
+    create = topics.add_parser("create", help="create a topic")
+    create.add_argument("name")
+    create.add_argument("--partitions", type=int, required=True)
+    create.add_argument("--replication-factor", type=int, default=1)
+    create.set_defaults(func=cmd_topics_create)
+    listing = topics.add_parser("list", help="list topics and partition counts")
+    listing.add_argument("--json", action="store_true")
+    listing.set_defaults(func=cmd_topics_list)
+    alter = topics.add_parser("alter", help="add partitions to a topic")
+    alter.add_argument("--topic", required=True)
+    alter.add_argument("--partitions", type=int, required=True)
+    alter.set_defaults(func=cmd_topics_alter)
+
+    brokers = commands.add_parser("brokers", help="broker registrations").add_subparsers(dest="action", required=True)
+    register = brokers.add_parser("register", help="write a 0.8 broker registration under /brokers/ids")
+    register.add_argument("--id", type=int, required=True)
+    register.add_argument("--host", required=True)
+    register.add_argument("--port", type=int, required=True)
+    register.add_argument("--persistent", action="store_true", help="a persistent node instead of an ephemeral one")
+    register.set_defaults(func=cmd_brokers_register)
+
+    legacy = commands.add_parser("legacy", help="Kafka 0.8.2 ZooKeeper consumer groups")
+    legacy_commands = legacy.add_subparsers(dest="action", required=True)
+    run = legacy_commands.add_parser("run", help="run one member until Ctrl-C, printing assignment changes")
+    run.add_argument("--group", required=True)
+    subscription = run.add_mutually_exclusive_group(required=True)
+    subscription.add_argument("--topics", metavar="T1:STREAMS,T2:STREAMS", help="static subscription, in order")
+    subscription.add_argument("--whitelist", metavar="REGEX")
+    subscription.add_argument("--blacklist", metavar="REGEX")
+    run.add_argument("--num-streams", type=int, default=1, help="streams of a wildcard subscription")
+    run.add_argument("--consumer-id", help="consumer.id (default: host-time-random, as 0.8.2)")
+    run.add_argument("--consumer.config", dest="consumer_config", metavar="FILE", help="Kafka consumer properties")
+    run.add_argument("--consumer-property", action="append", default=[], metavar="KEY=VALUE")
+    run.add_argument("--trace", metavar="FILE", help="append trace events (JSON lines) here")
+    run.add_argument("--json", action="store_true", help="print every trace event as JSON")
+    run.set_defaults(func=cmd_legacy_run)
+    verify = legacy_commands.add_parser("verify", help="check every partition has one live owner (exit 1 if not)")
+    verify.add_argument("--group", required=True)
+    verify.add_argument("--include-internal-topics", action="store_true", help="expand wildcards over internal topics")
+    verify.add_argument("--json", action="store_true")
+    verify.set_defaults(func=cmd_legacy_verify)
+    offsets = legacy_commands.add_parser("offsets", help="export or import ZooKeeper offsets")
+    offsets_commands = offsets.add_subparsers(dest="offsets_action", required=True)
+    export = offsets_commands.add_parser("export", help="write <znode>:<offset> lines (ExportZkOffsets)")
+    export.add_argument("--group", action="append", help="a group (repeatable; default: every group)")
+    export.add_argument("--output", metavar="FILE", help="default: standard output")
+    export.set_defaults(func=cmd_legacy_offsets_export)
+    load = offsets_commands.add_parser("import", help="read <znode>:<offset> lines (ImportZkOffsets)")
+    load.add_argument("--input", required=True, metavar="FILE", help="'-' for standard input")
+    load.set_defaults(func=cmd_legacy_offsets_import)
+
+    demo = commands.add_parser("demo", help="embedded ZooKeeper, a topic, a legacy group, a few bounces")
+    demo.add_argument("--members", type=int, default=4)
+    demo.add_argument("--partitions", type=int, default=12)
+    demo.set_defaults(func=cmd_demo)
+
+    for sub in (listing, alter, create, register, run, verify, export, load):
+        _zookeeper_option(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        return args.func(args)
+    except (UsageError, ConfigError, admin.AdminError, OSError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except ZkcoordError as error:
+        print(f"error: {type(error).__name__}: {error}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())
