@@ -204,3 +204,16 @@ def test_wildcard_streams_must_be_at_least_one_spec_2_2(num_streams):
 def test_invalid_wildcard_regex_is_refused():
     with pytest.raises(ConfigError, match="invalid regex"):
         registration_for(None, "a[", None, num_streams=1, timestamp_ms=0)
+
+
+@pytest.mark.parametrize(
+    ("raw", "whitelist", "watches"),
+    [("t1|t2", True, False), ("orders-v2", True, False), ("t.*", True, True), ("a,b", True, False), ("x", False, True)],
+)
+def test_only_non_trivial_filters_watch_the_topic_list_spec_3_1(raw, whitelist, watches):
+    assert TopicFilter.create(raw, whitelist).watches_topic_list is watches
+
+
+def test_filter_of_a_wildcard_registration():
+    registration = ConsumerRegistration({"t.*": 3}, PATTERN_BLACKLIST)
+    assert TopicFilter.of(registration) == TopicFilter("t.*", whitelist=False)

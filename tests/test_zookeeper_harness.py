@@ -1,5 +1,7 @@
 """The embedded ZooKeeper launcher and the test helpers that really expire and disconnect sessions."""
 
+import contextlib
+
 import pytest
 from kazoo.client import KazooClient, KazooState
 
@@ -14,40 +16,38 @@ from zkcoord.testing.zookeeper import (
 from zkcoord.zk.server import EmbeddedZooKeeper, find_java, four_letter_word
 
 
-def _client(connect):
+@contextlib.contextmanager
+def _watched_client(connect):
+    """A started client and the list of session states it went through."""
     client = KazooClient(hosts=connect, timeout=2.0)
     states = []
     client.add_listener(states.append)
     client.start(timeout=15)
-    return client, states
+    try:
+        yield client, states
+    finally:
+        client.stop()
+        client.close()
 
 
 def test_expire_session_really_expires_it(zk_connect):
-    client, states = _client(zk_connect)
-    try:
+    with _watched_client(zk_connect) as (client, states):
         client.create("/mine", ephemeral=True)
         old_session = client.client_id[0]
         expire_session(client)
         wait_until(lambda: KazooState.LOST in states and client.connected, what="a new session")
         assert client.client_id[0] != old_session
         assert client.exists("/mine") is None
-    finally:
-        client.stop()
-        client.close()
 
 
 def test_drop_connection_keeps_the_session(zk_connect):
-    client, states = _client(zk_connect)
-    try:
+    with _watched_client(zk_connect) as (client, states):
         client.create("/mine", ephemeral=True)
         session = client.client_id[0]
         drop_connection(client)
         wait_until(lambda: KazooState.SUSPENDED in states and client.connected, what="a reconnect")
         assert client.client_id[0] == session and KazooState.LOST not in states
         assert client.exists("/mine").ephemeralOwner == session
-    finally:
-        client.stop()
-        client.close()
 
 
 def test_embedded_server_starts_serves_and_stops(tmp_path):
@@ -77,11 +77,6 @@ def test_zookeeper_in_a_container_when_a_docker_engine_answers():
     reason = docker_unavailable_reason()
     if reason:
         pytest.skip(f"needs a Docker engine: {reason}")
-    with container_zookeeper() as connect:
-        client, _ = _client(connect)
-        try:
-            client.create("/hello", b"world")
-            assert client.get("/hello")[0] == b"world"
-        finally:
-            client.stop()
-            client.close()
+    with container_zookeeper() as connect, _watched_client(connect) as (client, _):
+        client.create("/hello", b"world")
+        assert client.get("/hello")[0] == b"world"

@@ -9,7 +9,6 @@ may block, and the member keeps answering ZooKeeper meanwhile.
 
 import contextlib
 import logging
-import re
 import socket
 import time
 import uuid
@@ -59,11 +58,6 @@ def make_consumer_id(group: str, configured: str | None, now_ms: int) -> str:
     return f"{group}_{socket.gethostname()}-{now_ms}-{hex8}"
 
 
-def _requires_topic_watcher(topic_filter: TopicFilter) -> bool:
-    """TF ``requiresTopicEventWatcher``: a trivial whitelist (``[\\p{Alnum}-|]+``) watches no topic list."""
-    return not topic_filter.whitelist or not re.fullmatch(r"[A-Za-z0-9\-|]+", topic_filter.regex)
-
-
 @dataclass
 class _Owned:
     thread_id: str
@@ -84,9 +78,11 @@ class _Ops:
             self.round_trips += 1
 
 
-class _AttemptFailed(Exception):
-    def __init__(self, outcome: str, released: list, conflicts: list):
-        self.outcome, self.released, self.conflicts = outcome, released, conflicts
+class _Conflict(Exception):
+    """Another thread holds a partition this attempt decided to claim (§3.4 step 9)."""
+
+    def __init__(self, released: list, conflicts: list):
+        self.released, self.conflicts = released, conflicts
 
 
 class LegacyConsumer:
@@ -114,10 +110,7 @@ class LegacyConsumer:
         self.config: LegacyConsumerConfig = build_config(LegacyConsumerConfig, config, **properties)
         self._clock = clock or SystemClock()
         self._registration = registration_for(topics, whitelist, blacklist, num_streams, 0)
-        self._filter: TopicFilter | None = None
-        if self._registration.is_wildcard:
-            regex = next(iter(self._registration.subscription))
-            self._filter = TopicFilter(regex, self._registration.pattern == layout.PATTERN_WHITELIST)
+        self._filter = TopicFilter.of(self._registration) if self._registration.is_wildcard else None
         self.consumer_id = make_consumer_id(self.config.group_id, self.config.consumer_id, self._clock.now_ms())
         self._listener = listener
         self._sinks: tuple[TraceSink, ...] = (trace,) if callable(trace) else tuple(trace)
@@ -279,17 +272,10 @@ class LegacyConsumer:
     def _commit_with_retries(self) -> None:
         """At shutdown a commit is retried ``offsets.commit.max.retries`` times (§5.1)."""
         for attempt in range(1 + self.config.offsets_commit_max_retries):
-            try:
-                self._commit_changed(_Ops())
-                return
-            except (KazooException, ZkcoordError) as error:
-                log.warning(
-                    "commit at shutdown failed member=%s attempt=%d error=%s",
-                    self.consumer_id,
-                    attempt,
-                    error,
-                )
+            if attempt:
                 gevent.sleep(self.config.offsets_channel_backoff_ms / 1000.0)
+            if self._commit_quietly():
+                return
 
     def _register(self) -> None:
         """Create our ids node, "expecting conflict" (§1.4): identical data is ours; other data is an old
@@ -303,10 +289,11 @@ class LegacyConsumer:
                 self._zk.create(self._own_path, data, ephemeral=True, makepath=True)
             except NodeExistsError:
                 try:
-                    existing, _ = self._zk.get(self._own_path)
+                    existing, stat = self._zk.get(self._own_path)
                 except NoNodeError:
                     continue
-                if existing != data:
+                # Ours if identical, or if this very session wrote it (a registration retried in-session).
+                if existing != data and stat.ephemeralOwner != self._zk.client_id[0]:
                     log.info(
                         "ids node %s left by an earlier session; backing off %d ms until ZooKeeper deletes it",
                         self._own_path,
@@ -315,6 +302,10 @@ class LegacyConsumer:
                     self._emit("legacy.registration_conflict", backoff_ms=self.config.zookeeper_session_timeout_ms)
                     self._stopping.wait(self.config.zookeeper_session_timeout_ms / 1000.0)
                     continue
+            except KazooException as error:  # connection loss or a new expiry: keep trying while we run
+                log.warning("registration failed member=%s error=%r; retrying", self.consumer_id, error)
+                self._stopping.wait(self.config.backoff_ms / 1000.0)
+                continue
             self._emit("legacy.registered", registration=data.decode("utf-8"), session_id=self._zk.client_id[0])
             return
 
@@ -326,7 +317,7 @@ class LegacyConsumer:
         topics = self._wildcard_topics if self._filter is not None else list(self._registration.subscription)
         self._watched_topics = set()
         self._watch_topic_data(topics)
-        if self._filter is not None and _requires_topic_watcher(self._filter):
+        if self._filter is not None and self._filter.watches_topic_list:
             self._watch_children(layout.BROKER_TOPICS_PATH, self._on_topics_event)
         if self._watching_brokers:
             self._watch_children(layout.BROKER_IDS_PATH, self._on_brokers_event)
@@ -430,15 +421,24 @@ class LegacyConsumer:
                 return
             self._rebalance_requested.clear()
             reasons, self._pending_reasons = self._pending_reasons, set()
-            self._synced_rebalance(",".join(sorted(reasons)))
+            try:
+                self._synced_rebalance(",".join(sorted(reasons)))
+            except Exception:  # the executor must outlive any bug: a dead one would leave the member deaf
+                log.exception("rebalance failed unexpectedly member=%s", self.consumer_id)
 
     def _auto_commit_loop(self) -> None:
         interval = self.config.auto_commit_interval_ms / 1000.0
         while not self._stopping.wait(interval):
-            try:
-                self._commit_changed(_Ops())
-            except (KazooException, ZkcoordError) as error:
-                log.warning("auto-commit failed member=%s error=%s", self.consumer_id, error)
+            self._commit_quietly()
+
+    def _commit_quietly(self) -> bool:
+        """One commit try that logs a failure instead of raising (auto-commit makes one try, §5.1)."""
+        try:
+            self._commit_changed(_Ops())
+            return True
+        except (KazooException, ZkcoordError) as error:
+            log.warning("offset commit failed member=%s error=%s", self.consumer_id, error)
+            return False
 
     # ---- rebalance (§3.3, §3.4) ---------------------------------------------------------------------
 
@@ -450,7 +450,7 @@ class LegacyConsumer:
                 if self._attempt(attempt, reason):
                     return True
                 if self.config.auto_commit_enable:
-                    self._commit_changed(_Ops())  # closeFetchersForQueues commits after a failed attempt
+                    self._commit_quietly()  # closeFetchersForQueues commits after a failed attempt
                 self._stopping.wait(self.config.backoff_ms / 1000.0)
             log.error(
                 "%s can't rebalance after %d retries; it owns nothing until the next trigger",
@@ -466,12 +466,8 @@ class LegacyConsumer:
         fields: dict[str, Any] = {"released": [], "claimed": [], "conflicts": [], "error": None}
         try:
             outcome, fields["released"], fields["claimed"] = self._rebalance_once(ops)
-        except _AttemptFailed as failed:
-            outcome, fields["released"], fields["conflicts"] = (
-                failed.outcome,
-                failed.released,
-                failed.conflicts,
-            )
+        except _Conflict as conflict:
+            outcome, fields["released"], fields["conflicts"] = "conflict", conflict.released, conflict.conflicts
         except (KazooException, ZkcoordError) as error:
             outcome, fields["error"] = "error", f"{type(error).__name__}: {error}"
             log.warning(
@@ -637,7 +633,7 @@ class LegacyConsumer:
             self._delete_owners(owned, ops)
             if unexpected is not None:
                 raise unexpected
-            raise _AttemptFailed("conflict", [list(tp) for tp in released], conflicts)
+            raise _Conflict(released, conflicts)
         return owned
 
     def _delete_owners(self, partitions: Sequence[TopicPartition], ops: _Ops) -> None:

@@ -42,6 +42,17 @@ class TopicFilter:
             raise ConfigError(f"{regex} is an invalid regex ({error})") from None
         return cls(regex, whitelist)
 
+    @classmethod
+    def of(cls, registration: ConsumerRegistration) -> "TopicFilter":
+        """The filter of a wildcard registration: its first subscription key is the regex (TC)."""
+        return cls(next(iter(registration.subscription)), registration.pattern == PATTERN_WHITELIST)
+
+    @property
+    def watches_topic_list(self) -> bool:
+        """TF ``requiresTopicEventWatcher``: a trivial whitelist (``[\\p{Alnum}-|]+``) does not watch
+        ``/brokers/topics``, so it notices new topics only on other triggers (§3.1 step 3)."""
+        return not self.whitelist or not re.fullmatch(r"[A-Za-z0-9\-|]+", self.regex)
+
     def allows(self, topic: str, exclude_internal_topics: bool = True) -> bool:
         if exclude_internal_topics and topic in INTERNAL_TOPICS:
             return False
@@ -52,8 +63,8 @@ def expand(registration: ConsumerRegistration, topics: Sequence[str], exclude_in
     """A registration as ``{topic: streams}``: wildcards matched against ``topics`` in their order (TC)."""
     if not registration.is_wildcard:
         return dict(registration.subscription)
-    regex, streams = next(iter(registration.subscription.items()))
-    topic_filter = TopicFilter(regex, registration.pattern == PATTERN_WHITELIST)
+    topic_filter = TopicFilter.of(registration)
+    streams = registration.subscription[topic_filter.regex]
     try:
         return {t: streams for t in topics if topic_filter.allows(t, exclude_internal_topics)}
     except re.error:
