@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 from legacy_support import member, prepare_cluster
@@ -205,3 +206,65 @@ def test_zk_start_serves_until_interrupted(tmp_path):
 
 def test_demo_runs_and_verifies(capsys):
     assert run(capsys, "demo", "--members", "3", "--partitions", "6")[0] == 0
+
+
+def test_zookeeper_errors_exit_2_without_a_traceback(capsys, zk, zk_connect, tmp_path):
+    zk.create("/consumers/g", ephemeral=True, makepath=True)  # foreign data: no children allowed below it
+    lines = tmp_path / "offsets.txt"
+    lines.write_text("/consumers/g/offsets/t/0:1\n")
+    code, _, err = run(capsys, "legacy", "offsets", "import", "--input", str(lines), "--zookeeper", zk_connect)
+    assert code == 2 and "NoChildrenForEphemeralsError" in err and "Traceback" not in err
+
+
+def test_verify_reports_missing_groups_and_foreign_owner_nodes(capsys, zk, zk_connect):
+    code, out, _ = run(capsys, "legacy", "verify", "--group", "nope", "--zookeeper", zk_connect)
+    assert code == 1 and "consumer group nope does not exist" in out
+    prepare_cluster(zk, {"t": 1})
+    with member(zk_connect, "m0"):
+        zk.create(layout.owners_path("g", "t") + "/0-0", b"pykafka-host:uuid")  # pykafka's <leader>-<partition>
+        code, out, _ = run(capsys, "legacy", "verify", "--group", "g", "--zookeeper", zk_connect)
+    assert code == 1 and "owner node /consumers/g/owners/t/0-0 is not in the 0.8.2 layout" in out
+
+
+def test_topics_alter_keeps_fields_of_later_versions(capsys, zk, zk_connect):
+    zk.create(
+        layout.topic_path("v3"),
+        b'{"version":3,"topic_id":"x7","partitions":{"0":[1,2]},"adding_replicas":{},"removing_replicas":{}}',
+        makepath=True,
+    )
+    assert run(capsys, "topics", "alter", "--topic", "v3", "--partitions", "2", "--zookeeper", zk_connect)[0] == 0
+    node = json.loads(zk.get(layout.topic_path("v3"))[0])
+    assert node["topic_id"] == "x7" and node["version"] == 3 and node["adding_replicas"] == {}
+    assert node["partitions"] == {"0": [1, 2], "1": [0]}  # no broker registered: replicas fall back to 0
+
+
+def test_legacy_run_can_be_interrupted_while_joining(zk, zk_connect):
+    """Registration may wait a session timeout per try (an old session's node); Ctrl-C must still work."""
+    prepare_cluster(zk, {"t": 1})
+    zk.create(
+        layout.consumer_path("g", "g_stuck"),
+        b'{"version":1,"subscription":{"t":1},"pattern":"static","timestamp":"1"}',
+        ephemeral=True,
+        makepath=True,
+    )
+    process = _spawn(
+        "legacy",
+        "run",
+        "--zookeeper",
+        zk_connect,
+        "--group",
+        "g",
+        "--topics",
+        "t",
+        "--consumer-id",
+        "stuck",
+        "--consumer-property",
+        "zookeeper.session.timeout.ms=20000",
+    )
+    try:
+        assert "joining group g" in _read_until(process, "joining")
+        time.sleep(1.0)  # well inside the 20 s back-off
+        process.send_signal(signal.SIGINT)
+        assert process.wait(15) == 0
+    finally:
+        process.kill()

@@ -196,3 +196,9 @@ def test_config_is_frozen():
     config = legacy({"group.id": "g", "zookeeper.connect": ZK})
     with pytest.raises(AttributeError):
         config.group_id = "other"
+
+
+@pytest.mark.parametrize("consumer_id", ["", "a/b", "tab\there"])
+def test_consumer_id_must_be_a_znode_name(consumer_id):
+    with pytest.raises(ConfigError, match="consumer.id"):
+        build_config(LegacyConsumerConfig, {"group.id": "g", "zookeeper.connect": "h:1", "consumer.id": consumer_id})

@@ -324,7 +324,6 @@ def test_offset_leading_zeros_and_plus_sign_parse_like_to_long():
 GARBAGE_REGISTRATIONS = {
     "not-json": b"orders",
     "truncated": b'{"version":1,"subscription":{"t":1}',
-    "non-utf8": b'{"pattern":"static","subscription":{"\xff":1}}',
     "float-1.0": b'{"pattern":"static","subscription":{"t":1.0}}',
     "float-1e3": b'{"pattern":"static","subscription":{"t":1e3}}',
     "int-2**31": b'{"pattern":"static","subscription":{"t":2147483648}}',
@@ -518,3 +517,28 @@ def test_random_bytes_only_raise_decode_error_from_broker_registration(data):
 def test_random_bytes_only_raise_decode_error_from_offset(data):
     decoded = _decode_or_none(lambda d: decode_offset("/p", d), data)
     assert decoded is None or -(2**63) <= decoded < 2**63
+
+
+@pytest.mark.parametrize("key", [" 1", "1_0", "١"])
+def test_partition_keys_follow_java_to_int(key):
+    data = json.dumps({"version": 1, "partitions": {key: [0]}}).encode()
+    with pytest.raises(ZnodeDecodeError, match="partition key"):
+        decode_topic_partitions("t", data)
+
+
+def test_not_json_is_told_apart_from_json_of_the_wrong_shape():
+    with pytest.raises(ZnodeDecodeError) as not_json:
+        decode_topic_partitions("t", b"\xff{garbage")
+    assert not_json.value.not_json
+    with pytest.raises(ZnodeDecodeError) as wrong_shape:
+        decode_topic_partitions("t", b'{"partitions":[0]}')
+    assert not wrong_shape.value.not_json
+    with pytest.raises(ZnodeDecodeError) as float_number:
+        decode_topic_partitions("t", b'{"partitions":{"0":[1.5]}}')
+    assert not float_number.value.not_json
+
+
+def test_non_utf8_bytes_are_replaced_as_zkstringserializer_does():
+    """``new String(bytes, "UTF-8")`` turns a bad byte into U+FFFD: 0.8.2 reads such a node fine."""
+    registration = decode_consumer_registration("g", "c", b'{"pattern":"static","subscription":{"\xff":1}}')
+    assert registration.subscription == {"\ufffd": 1}

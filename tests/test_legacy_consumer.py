@@ -379,3 +379,60 @@ def test_config_errors_are_clear():
         member("127.0.0.1:1", "x", **{"group.id": "bad group"})
     with pytest.raises(ConfigError, match="exactly one"):
         member("127.0.0.1:1", "x", subscription={"topics": {"t": 1}, "whitelist": "t"})
+
+
+def test_reconnect_on_the_same_session_rearms_watches(zk, zk_connect):
+    """kazoo forgets watchers when a connection drops; a later join must still be noticed."""
+    prepare_cluster(zk, {"t": 4})
+    recorder = Recorder()
+    with member(zk_connect, "m0", recorder=recorder) as first:
+        drop_connection(first.zk_client)
+        recorder.wait_for("legacy.rebalance_attempt", reason="reconnected", outcome="success")
+        with member(zk_connect, "m1", recorder=recorder) as second:
+            wait_until(lambda: converged(zk, "g", members=[first.consumer_id, second.consumer_id]), what="a join")
+        assert not recorder.of("legacy.rebalance_failed")
+
+
+def test_uncertain_owner_nodes_are_released_only_when_ours(zk, zk_connect):
+    """A claim or release that died with the connection leaves an owner znode of unknown fate; the next
+    attempt deletes it only if its ephemeralOwner is our session, never another member's node."""
+    prepare_cluster(zk, {"t": 2, "u": 2})
+    other = KazooClient(hosts=zk_connect)
+    other.start()
+    try:
+        with member(zk_connect, "m0") as consumer:
+            other.create(layout.owner_path("g", "u", 0), b"g_other-0", ephemeral=True, makepath=True)
+            ours = layout.owner_path("g", "u", 1)
+            consumer._io.call(lambda: consumer.zk_client.create(ours, b"g_m0-0", ephemeral=True))
+            consumer._io.call(lambda: consumer._uncertain.update({TopicPartition("u", 0), TopicPartition("u", 1)}))
+            admin.alter_topic_partitions(zk, "t", 3)  # a trigger
+            wait_until(lambda: zk.exists(ours) is None, what="our stray owner node released")
+            wait_until(
+                lambda: not consumer._uncertain and len(consumer.owned_partitions()) == 3, what="a clean attempt"
+            )
+            assert zk.get(layout.owner_path("g", "u", 0))[0] == b"g_other-0"
+    finally:
+        other.stop()
+        other.close()
+
+
+def test_wildcard_that_python_cannot_evaluate_fails_attempts_instead_of_guessing(zk, zk_connect):
+    prepare_cluster(zk, {"t": 2})
+    recorder = Recorder()
+    with member(zk_connect, "m0", recorder=recorder) as consumer:
+        zk.create(
+            layout.consumer_path("g", "g_jvm"),
+            b'{"version":1,"subscription":{"\\\\p{Alnum}+":1},"pattern":"white_list","timestamp":"1"}',
+            ephemeral=True,
+        )
+        failed = recorder.wait_for("legacy.rebalance_attempt", outcome="error")[0]
+        assert "UnsupportedFilterError" in failed["error"]
+        recorder.wait_for("legacy.rebalance_failed")
+        assert consumer.owned_partitions() == set()
+
+
+def test_topic_node_of_the_wrong_shape_fails_the_attempt_as_in_0_8_2(zk, zk_connect):
+    prepare_cluster(zk, {"t": 2})
+    zk.create(layout.topic_path("odd"), b'{"version":1,"partitions":[0,1]}')
+    with pytest.raises(ConsumerRebalanceFailedError):
+        member(zk_connect, "m0", subscription={"topics": {"t": 1, "odd": 1}}, rebalance_max_retries=1).start()

@@ -3,7 +3,13 @@
 import pytest
 
 from zkcoord.errors import ConfigError
-from zkcoord.legacy.subscription import TopicFilter, expand, normalise_filter, registration_for
+from zkcoord.legacy.subscription import (
+    TopicFilter,
+    UnsupportedFilterError,
+    expand,
+    normalise_filter,
+    registration_for,
+)
 from zkcoord.zk.layout import PATTERN_BLACKLIST, PATTERN_STATIC, PATTERN_WHITELIST, ConsumerRegistration
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -217,3 +223,15 @@ def test_only_non_trivial_filters_watch_the_topic_list_spec_3_1(raw, whitelist, 
 def test_filter_of_a_wildcard_registration():
     registration = ConsumerRegistration({"t.*": 3}, PATTERN_BLACKLIST)
     assert TopicFilter.of(registration) == TopicFilter("t.*", whitelist=False)
+
+
+def test_java_only_regex_raises_instead_of_matching_nothing():
+    registration = ConsumerRegistration({r"\p{Alnum}+": 1}, PATTERN_WHITELIST)
+    with pytest.raises(UnsupportedFilterError, match="not a Python regex"):
+        expand(registration, ["t"], exclude_internal_topics=True)
+
+
+@pytest.mark.parametrize("topic", ['a"b', "a/b", "", "x" * 256, "é"])
+def test_static_topics_must_have_kafka_legal_names(topic):
+    with pytest.raises(ConfigError, match="illegal"):
+        registration_for({topic: 1}, None, None, 1, 0)

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
 from zkcoord.clock import SystemClock
@@ -27,6 +28,7 @@ from zkcoord.zk import admin
 
 EXIT_OK, EXIT_PROBLEM, EXIT_USAGE = 0, 1, 2
 CONNECT_TIMEOUT_S = 10.0
+NO_ZOOKEEPER = "no ZooKeeper given: pass --zookeeper HOST:PORT[/chroot] or set ZKCOORD_ZK_CONNECT"
 
 
 class UsageError(ZkcoordError):
@@ -35,19 +37,17 @@ class UsageError(ZkcoordError):
 
 def _zookeeper_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--zookeeper",
-        default=os.environ.get("ZKCOORD_ZK_CONNECT"),
-        metavar="HOST:PORT[/chroot]",
-        help="ZooKeeper connect string (default: $ZKCOORD_ZK_CONNECT)",
+        "--zookeeper", metavar="HOST:PORT[/chroot]", help="ZooKeeper connect string (default: $ZKCOORD_ZK_CONNECT)"
     )
 
 
 @contextlib.contextmanager
 def zookeeper(args: argparse.Namespace, create_chroot: bool = False) -> Iterator[KazooClient]:
     """A started kazoo client on ``--zookeeper``; the chroot is created first when asked."""
-    if not args.zookeeper:
-        raise UsageError("no ZooKeeper given: pass --zookeeper HOST:PORT[/chroot] or set ZKCOORD_ZK_CONNECT")
-    hosts, _, chroot = args.zookeeper.partition("/")
+    connect = args.zookeeper or os.environ.get("ZKCOORD_ZK_CONNECT")
+    if not connect:
+        raise UsageError(NO_ZOOKEEPER)
+    hosts, _, chroot = connect.partition("/")
     client = KazooClient(hosts=hosts)
     try:
         client.start(timeout=CONNECT_TIMEOUT_S)
@@ -188,10 +188,11 @@ def cmd_legacy_run(args: argparse.Namespace) -> int:
         if not sep:
             raise UsageError(f"--consumer-property {item!r} is not KEY=VALUE")
         properties[key] = value
-    if args.zookeeper:
-        properties["zookeeper.connect"] = args.zookeeper
-    if not properties.get("zookeeper.connect"):
-        raise UsageError("no ZooKeeper given: pass --zookeeper HOST:PORT[/chroot] or set ZKCOORD_ZK_CONNECT")
+    # --zookeeper beats the properties file, which beats $ZKCOORD_ZK_CONNECT
+    connect = args.zookeeper or properties.get("zookeeper.connect") or os.environ.get("ZKCOORD_ZK_CONNECT")
+    if not connect:
+        raise UsageError(NO_ZOOKEEPER)
+    properties["zookeeper.connect"] = connect
     properties["group.id"] = args.group
     if args.consumer_id:
         properties["consumer.id"] = args.consumer_id
@@ -208,10 +209,12 @@ def cmd_legacy_run(args: argparse.Namespace) -> int:
         sinks.append(writer)
     consumer = LegacyConsumer(properties, trace=sinks, num_streams=args.num_streams, **subscription)
     print(f"member {consumer.consumer_id} joining group {args.group}; Ctrl-C leaves", flush=True)
-    stop = _interrupt_event()
     try:
-        consumer.start()
-        _wait(stop)
+        consumer.start()  # Ctrl-C here raises KeyboardInterrupt, which start() turns into a clean close
+        _wait(_interrupt_event())
+    except KeyboardInterrupt:
+        print("interrupted before the member had joined", file=sys.stderr)
+        return EXIT_OK
     finally:
         consumer.close()
         if writer:
@@ -395,7 +398,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UsageError, ConfigError, admin.AdminError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_USAGE
-    except ZkcoordError as error:
+    except (ZkcoordError, KazooException) as error:
         print(f"error: {type(error).__name__}: {error}", file=sys.stderr)
         return EXIT_USAGE
 

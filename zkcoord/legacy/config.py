@@ -1,6 +1,7 @@
 """The 0.8.2 high-level consumer's configuration (legacy-zk-protocol.md §7), with its defaults."""
 
 import os
+import re
 from dataclasses import dataclass
 
 from zkcoord.config import kafka_field
@@ -44,6 +45,8 @@ class LegacyConsumerConfig:
             object.__setattr__(self, "zookeeper_connect", os.environ.get("ZKCOORD_ZK_CONNECT", ""))
         if not self.zookeeper_connect:
             raise ConfigError("zookeeper.connect is required (or set ZKCOORD_ZK_CONNECT)")
+        if self.consumer_id is not None and not re.fullmatch(r"[^/\x00-\x1f\x7f]+", self.consumer_id):
+            raise ConfigError(f"consumer.id {self.consumer_id!r} must be non-empty, without '/' or control characters")
         if self.rebalance_max_retries < 1:
             raise ConfigError("rebalance.max.retries must be >= 1")
         storage = self.offsets_storage.lower()

@@ -119,6 +119,10 @@ class LegacyConsumer:
         self._io: HubThread | None = None
         self._zk = None
         self._registry: dict[TopicPartition, _Owned] = {}
+        # Owner znodes of this session: _held are known to be ours; _uncertain may be (a create or delete
+        # that died with the connection); each attempt releases both before it claims anything.
+        self._held: set[TopicPartition] = set()
+        self._uncertain: set[TopicPartition] = set()
         self._lost_partitions: list[TopicPartition] = []
         self._thread_ids: list[str] = []
         self._assignment: dict[str, list[TopicPartition]] = {}
@@ -128,6 +132,7 @@ class LegacyConsumer:
         self._session_lost = False
         self._new_session_pending = False
         self._connected = False
+        self._suspended = False
         self._closing = False
         self._closed = False
         self._greenlets: list[gevent.Greenlet] = []
@@ -241,6 +246,9 @@ class LegacyConsumer:
                 f"no ZooKeeper session with {self.config.zookeeper_connect} within "
                 f"{self.config.connection_timeout_ms} ms"
             ) from None
+        if self._closing:  # closed while connecting: leave no session behind
+            self._zk.stop()
+            raise ZkcoordError("the consumer was closed while starting")
         self._register()
         if self._filter is not None:
             self._wildcard_topics = self._allowed_topics()
@@ -261,7 +269,7 @@ class LegacyConsumer:
         self._rebalance_requested.set()
         with self._rebalance_lock:
             gevent.killall(self._greenlets)
-            if commit and self._zk.connected:
+            if commit:
                 self._commit_with_retries()
             self._registry.clear()
             self._publish_assignment()
@@ -279,35 +287,42 @@ class LegacyConsumer:
 
     def _register(self) -> None:
         """Create our ids node, "expecting conflict" (§1.4): identical data is ours; other data is an old
-        session's node (ZOOKEEPER-1740), so back off one session timeout and retry until it is gone."""
+        session's node (ZOOKEEPER-1740), so back off one session timeout and retry until it is gone.
+        ZooKeeper errors (connection loss, a further expiry) are retried for as long as we run."""
         registration = layout.ConsumerRegistration(
             self._registration.subscription, self._registration.pattern, self._clock.now_ms()
         )
         data = layout.encode_consumer_registration(registration)
         while not self._closing:
             try:
-                self._zk.create(self._own_path, data, ephemeral=True, makepath=True)
-            except NodeExistsError:
-                try:
-                    existing, stat = self._zk.get(self._own_path)
-                except NoNodeError:
-                    continue
-                # Ours if identical, or if this very session wrote it (a registration retried in-session).
-                if existing != data and stat.ephemeralOwner != self._zk.client_id[0]:
-                    log.info(
-                        "ids node %s left by an earlier session; backing off %d ms until ZooKeeper deletes it",
-                        self._own_path,
-                        self.config.zookeeper_session_timeout_ms,
-                    )
-                    self._emit("legacy.registration_conflict", backoff_ms=self.config.zookeeper_session_timeout_ms)
-                    self._stopping.wait(self.config.zookeeper_session_timeout_ms / 1000.0)
-                    continue
-            except KazooException as error:  # connection loss or a new expiry: keep trying while we run
+                registered = self._create_registration(data)
+            except KazooException as error:
                 log.warning("registration failed member=%s error=%r; retrying", self.consumer_id, error)
                 self._stopping.wait(self.config.backoff_ms / 1000.0)
                 continue
-            self._emit("legacy.registered", registration=data.decode("utf-8"), session_id=self._zk.client_id[0])
-            return
+            if registered:
+                self._emit("legacy.registered", registration=data.decode("utf-8"), session_id=self._zk.client_id[0])
+                return
+            log.info(
+                "ids node %s left by an earlier session; backing off %d ms until ZooKeeper deletes it",
+                self._own_path,
+                self.config.zookeeper_session_timeout_ms,
+            )
+            self._emit("legacy.registration_conflict", backoff_ms=self.config.zookeeper_session_timeout_ms)
+            self._stopping.wait(self.config.zookeeper_session_timeout_ms / 1000.0)
+
+    def _create_registration(self, data: bytes) -> bool:
+        """One try: True when the ids node is ours, False when an earlier session's node is in the way."""
+        try:
+            self._zk.create(self._own_path, data, ephemeral=True, makepath=True)
+            return True
+        except NodeExistsError:
+            try:
+                existing, stat = self._zk.get(self._own_path)
+            except NoNodeError:
+                return self._create_registration(data)
+        # Ours if identical (a create whose reply was lost), or if this very session wrote it.
+        return existing == data or stat.ephemeralOwner == self._zk.client_id[0]
 
     # ---- watches (kazoo callbacks: only enqueue) ---------------------------------------------------
 
@@ -384,18 +399,29 @@ class LegacyConsumer:
             return []
 
     def _on_session_state(self, state: str) -> None:
+        was_suspended = self._suspended
         self._connected = state == KazooState.CONNECTED
+        self._suspended = state == KazooState.SUSPENDED
         if state == KazooState.LOST:
             # The session, and with it every owner znode, is gone: forget them before a new session
             # could make the old registry look owned again.
             self._session_lost = True
             self._lost_partitions.extend(self._registry)
             self._registry.clear()
+            self._held.clear()
+            self._uncertain.clear()
         self._publish_assignment()
-        if state == KazooState.CONNECTED and self._session_lost and not self._closing:
+        if state != KazooState.CONNECTED or self._closing:
+            return
+        if self._session_lost:
             self._session_lost = False
             self._new_session_pending = True  # a rebalance still retrying on the old session gives way
             gevent.spawn(self._on_new_session)
+        elif was_suspended:
+            # Same session, new connection. kazoo forgets every watcher when a connection drops and
+            # does not send them again, so watch events of the gap are lost: re-arm, rebalance once.
+            self._arm_watches()
+            self._request_rebalance("reconnected")
 
     def _on_new_session(self) -> None:
         """handleNewSession (§3.5): our ephemerals are gone; re-register, then rebalance."""
@@ -502,6 +528,7 @@ class LegacyConsumer:
         return outcome in ("success", "no-brokers")
 
     def _rebalance_once(self, ops: _Ops) -> tuple[str, list, list]:
+        session = self._zk.client_id
         own = self._read_registration(self.consumer_id, ops)
         if not self._read_brokers(ops):
             # §3.4 step 2: nothing released or claimed; watch /brokers/ids from now on.
@@ -515,9 +542,11 @@ class LegacyConsumer:
         released = sorted(self._registry)
         if released:
             self._run_listener("on_partitions_revoked", released)
+        self._check_session(session)
         self._registry.clear()
         self._publish_assignment()  # stop believing before the znodes go, or two members could overlap
-        self._delete_owners(released, ops)
+        self._delete_confirmed(sorted(self._held), ops)  # the registry's nodes are all in _held
+        self._release_uncertain(ops)
 
         subscriptions, partitions = self._group_view(own, ops)
         decision = legacy_assignment(
@@ -529,17 +558,23 @@ class LegacyConsumer:
                 log.warning("round-robin hash ties %s: members may disagree on their order (§4.3)", ties)
         self._thread_ids = list(decision)
         wanted = {TopicPartition(t, p): thread for thread, claims in decision.items() for t, p in claims}
+        self._check_session(session)
         claimed = self._claim(wanted, ops, released)
         try:
             offsets = self._fetch_offsets(claimed, ops)  # after the claim: no stale-offset race (§3.4)
         except BaseException:
-            self._delete_owners(claimed, ops)
+            self._delete_confirmed(claimed, ops)
             raise
         self._registry = {tp: _Owned(wanted[tp], offsets[tp], offsets[tp]) for tp in sorted(wanted)}
         self._publish_assignment()
         if wanted:
             self._run_listener("on_partitions_assigned", sorted(wanted))
         return "success", released, sorted(wanted)
+
+    def _check_session(self, session) -> None:
+        """An attempt begun in an expired session must not go on: it would claim while unregistered."""
+        if self._zk.client_id != session or self._new_session_pending:
+            raise ZkcoordError("the ZooKeeper session changed during the attempt; re-registering first")
 
     def _read_registration(self, consumer_id: str, ops: _Ops) -> layout.ConsumerRegistration:
         data, _ = self._zk.get(layout.consumer_path(self._group, consumer_id))
@@ -589,7 +624,9 @@ class LegacyConsumer:
             except NoNodeError:
                 partitions[topic] = []
             except ZnodeDecodeError as error:
-                log.warning("%s; treating topic %s as having no partitions", error, topic)
+                if not error.not_json:
+                    raise  # JSON of the wrong shape makes 0.8.2 throw: the attempt fails
+                log.warning("%s; treating topic %s as having no partitions, as 0.8.2 does", error, topic)
                 partitions[topic] = []
         return subscriptions, partitions
 
@@ -606,7 +643,7 @@ class LegacyConsumer:
             for tp, thread in wanted.items()
         }
         ops.add(len(creates))
-        owned, existing, unexpected = [], [], None
+        owned, existing, failure = [], [], None
         for tp, result in creates.items():
             try:
                 result.get()
@@ -614,7 +651,8 @@ class LegacyConsumer:
             except NodeExistsError:
                 existing.append(tp)
             except KazooException as error:
-                unexpected = unexpected or error
+                self._uncertain.add(tp)  # the create may have been applied before the connection dropped
+                failure = failure or error
         reads = {tp: self._zk.get_async(layout.owner_path(self._group, *tp)) for tp in existing}
         ops.add(len(reads))
         conflicts = []
@@ -624,24 +662,62 @@ class LegacyConsumer:
             except NoNodeError:
                 holder = None  # vanished meanwhile: still a conflict for this attempt
             except KazooException as error:
-                unexpected, holder = unexpected or error, None
+                failure, holder = failure or error, None
             if holder == layout.encode_owner(wanted[tp]):
                 owned.append(tp)  # our own node, e.g. a retry after connection loss
             else:
                 conflicts.append([tp.topic, tp.partition, layout.decode_owner(holder)])
-        if conflicts or unexpected is not None:
-            self._delete_owners(owned, ops)
-            if unexpected is not None:
-                raise unexpected
+        self._held.update(owned)
+        if conflicts or failure is not None:
+            self._delete_confirmed(owned, ops)
+            if failure is not None:
+                raise failure
             raise _Conflict(released, conflicts)
         return owned
 
-    def _delete_owners(self, partitions: Sequence[TopicPartition], ops: _Ops) -> None:
-        pending = [self._zk.delete_async(layout.owner_path(self._group, *tp)) for tp in partitions]
+    def _delete_confirmed(self, partitions: Sequence[TopicPartition], ops: _Ops) -> None:
+        """Delete owner znodes known to be ours. One whose delete fails becomes uncertain: the delete
+        may have been applied, and another member may own the partition by the next attempt."""
+        pending = [(tp, self._zk.delete_async(layout.owner_path(self._group, *tp))) for tp in partitions]
         ops.add(len(pending))
-        for result in pending:
-            with contextlib.suppress(NoNodeError):  # already gone: released either way
+        failure = None
+        for tp, result in pending:
+            self._held.discard(tp)
+            try:
                 result.get()
+            except NoNodeError:
+                pass  # already gone: released either way
+            except KazooException as error:
+                self._uncertain.add(tp)
+                failure = failure or error
+        if failure is not None:
+            raise failure
+
+    def _release_uncertain(self, ops: _Ops) -> None:
+        """Delete the uncertain owner znodes that turn out to be ours (``ephemeralOwner`` is our session);
+        a node another member created is never touched."""
+        if not self._uncertain:
+            return
+        session_id = self._zk.client_id[0]
+        reads = [(tp, self._zk.get_async(layout.owner_path(self._group, *tp))) for tp in sorted(self._uncertain)]
+        ops.add(len(reads))
+        ours = []
+        for tp, result in reads:
+            try:
+                _, stat = result.get()
+            except NoNodeError:
+                self._uncertain.discard(tp)
+                continue
+            if stat.ephemeralOwner == session_id:
+                ours.append(tp)
+            else:
+                self._uncertain.discard(tp)
+        deletes = [(tp, self._zk.delete_async(layout.owner_path(self._group, *tp))) for tp in ours]
+        ops.add(len(deletes))
+        for tp, result in deletes:
+            with contextlib.suppress(NoNodeError):
+                result.get()  # a failure propagates and the partition stays uncertain
+            self._uncertain.discard(tp)
 
     def _fetch_offsets(self, partitions: Sequence[TopicPartition], ops: _Ops) -> dict[TopicPartition, int]:
         pending = {tp: self._zk.get_async(layout.offset_path(self._group, *tp)) for tp in partitions}
@@ -675,7 +751,10 @@ class LegacyConsumer:
             try:
                 result.get()
             except NoNodeError:
-                missing.append(tp)
+                # Create only for partitions still owned: a partition released meanwhile may have a new
+                # owner that already read "no offset", and a late create would slip under it.
+                if tp in self._registry:
+                    missing.append(tp)
         creates = {
             tp: self._zk.create_async(paths[tp], layout.encode_offset(offsets[tp]), makepath=True) for tp in missing
         }

@@ -7,16 +7,21 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from zkcoord.errors import ConfigError
+from zkcoord.errors import ConfigError, ZkcoordError
 from zkcoord.zk.layout import (
     INTERNAL_TOPICS,
     PATTERN_BLACKLIST,
     PATTERN_STATIC,
     PATTERN_WHITELIST,
     ConsumerRegistration,
+    is_legal_name,
 )
 
 _JAVA_TRIM = "".join(chr(c) for c in range(0x21))
+
+
+class UnsupportedFilterError(ZkcoordError):
+    """A member's wildcard uses java.util.regex syntax that Python's ``re`` cannot evaluate."""
 
 
 def normalise_filter(raw: str) -> str:
@@ -67,8 +72,10 @@ def expand(registration: ConsumerRegistration, topics: Sequence[str], exclude_in
     streams = registration.subscription[topic_filter.regex]
     try:
         return {t: streams for t in topics if topic_filter.allows(t, exclude_internal_topics)}
-    except re.error:
-        return {}  # a JVM-only regex: Python cannot evaluate it, so this member matches nothing here
+    except re.error as error:
+        # A java.util.regex construct Python lacks: guessing would make this member's view of the group
+        # differ from the JVM members', so fail the attempt instead (and claim nothing).
+        raise UnsupportedFilterError(f"wildcard {topic_filter.regex!r} is not a Python regex ({error})") from None
 
 
 def registration_for(
@@ -85,6 +92,8 @@ def registration_for(
         if not topics:
             raise ConfigError("topics= must name at least one topic")
         for topic, streams in topics.items():
+            if not is_legal_name(topic):
+                raise ConfigError(f"topic {topic!r} is illegal: use [a-zA-Z0-9._-], at most 255 characters")
             if not isinstance(streams, int) or isinstance(streams, bool) or streams < 1:
                 raise ConfigError(f"topic {topic}: streams must be an int >= 1 (0.8.2 asserts it)")
         return ConsumerRegistration(dict(topics), PATTERN_STATIC, timestamp_ms)

@@ -11,7 +11,7 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from zkcoord.assign.java import java_string_key
 from zkcoord.errors import ZkcoordError
-from zkcoord.legacy.subscription import expand
+from zkcoord.legacy.subscription import UnsupportedFilterError, expand
 from zkcoord.model import TopicPartition
 from zkcoord.zk import layout
 from zkcoord.zk.layout import ZnodeDecodeError
@@ -85,12 +85,15 @@ def alter_topic_partitions(client: KazooClient, topic: str, partitions: int) -> 
         data, stat = client.get(layout.topic_path(topic))
     except NoNodeError:
         raise AdminError(f"topic {topic} does not exist") from None
-    replicas = layout.decode_topic_replicas(topic, data)
+    node = layout.decode_topic_node(topic, data)  # keeps fields of later versions (topic_id ...)
+    replicas = node["partitions"]
     if partitions <= len(replicas):
         raise AdminError(f"topic {topic} has {len(replicas)} partitions; the count can only grow")
     brokers = broker_ids(client)
-    added = {p: _replicas(p, brokers, len(replicas.get(0, [0])) or 1) for p in range(len(replicas), partitions)}
-    client.set(layout.topic_path(topic), layout.encode_topic_registration({**replicas, **added}), version=stat.version)
+    factor = len(next(iter(replicas.values()), [0])) or 1
+    added = {p: _replicas(p, brokers, factor) for p in range(len(replicas), partitions)}
+    node["partitions"] = {**replicas, **added}
+    client.set(layout.topic_path(topic), layout.encode_topic_node(node), version=stat.version)
     _write_partition_states(client, topic, added)
     return len(replicas)
 
@@ -117,14 +120,19 @@ class GroupSnapshot:
     bad_members: dict[str, str] = field(default_factory=dict)  # consumer id → why 0.8.2 cannot read it
     partitions: dict[str, list[int]] = field(default_factory=dict)  # subscribed topic → partitions
     owners: dict[TopicPartition, str] = field(default_factory=dict)
+    foreign_owner_nodes: list[str] = field(default_factory=list)  # not /owners/<t>/<int>, e.g. pykafka's
     offsets: dict[TopicPartition, int | str] = field(default_factory=dict)
+    exists: bool = True
 
     def live_threads(self, topic: str) -> set[str]:
         return {f"{c}-{n}" for c, subs in self.members.items() if topic in subs for n in range(subs[topic])}
 
     def problems(self) -> list[str]:
         """VerifyConsumerRebalance: every partition of a subscribed topic has one live owner thread."""
+        if not self.exists:
+            return [f"consumer group {self.group} does not exist"]
         found = [f"member {c} has an unreadable registration: {why}" for c, why in sorted(self.bad_members.items())]
+        found += [f"owner node {path} is not in the 0.8.2 layout" for path in self.foreign_owner_nodes]
         for topic, partitions in sorted(self.partitions.items()):
             live = self.live_threads(topic)
             for partition in partitions:
@@ -137,18 +145,19 @@ class GroupSnapshot:
 
 
 def read_group(client: KazooClient, group: str, exclude_internal_topics: bool = True) -> GroupSnapshot:
-    snapshot = GroupSnapshot(group)
+    snapshot = GroupSnapshot(group, exists=client.exists(layout.group_path(group)) is not None)
     topic_list = _children(client, layout.BROKER_TOPICS_PATH)
     for consumer_id in sorted(_children(client, layout.ids_path(group)), key=java_string_key):
         try:
             data, _ = client.get(layout.consumer_path(group, consumer_id))
             registration = layout.decode_consumer_registration(group, consumer_id, data)
+            snapshot.members[consumer_id] = expand(registration, topic_list, exclude_internal_topics)
         except NoNodeError:
             continue
         except ZnodeDecodeError as error:
             snapshot.bad_members[consumer_id] = error.reason
-            continue
-        snapshot.members[consumer_id] = expand(registration, topic_list, exclude_internal_topics)
+        except UnsupportedFilterError as error:
+            snapshot.bad_members[consumer_id] = str(error)
     for topic in sorted({t for subs in snapshot.members.values() for t in subs}):
         try:
             snapshot.partitions[topic] = layout.decode_topic_partitions(topic, client.get(layout.topic_path(topic))[0])
@@ -156,6 +165,9 @@ def read_group(client: KazooClient, group: str, exclude_internal_topics: bool = 
             snapshot.partitions[topic] = []
     for topic in _children(client, layout.owners_path(group)):
         for partition in _children(client, layout.owners_path(group, topic)):
+            if not partition.isdigit():
+                snapshot.foreign_owner_nodes.append(f"{layout.owners_path(group, topic)}/{partition}")
+                continue
             with contextlib.suppress(NoNodeError):
                 owner = layout.decode_owner(client.get(layout.owner_path(group, topic, int(partition)))[0])
                 snapshot.owners[TopicPartition(topic, int(partition))] = owner or ""

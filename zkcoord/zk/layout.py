@@ -29,11 +29,16 @@ _INT64 = (-(2**63), 2**63 - 1)
 
 
 class ZnodeDecodeError(ZkcoordError):
-    """A znode holds data that Kafka 0.8.2 could not read either."""
+    """A znode holds data that Kafka 0.8.2 could not read either.
 
-    def __init__(self, path: str, reason: str, data: bytes | None = None):
+    ``not_json`` is True when the text is not JSON at all: 0.8.2's ``Json.parseFull`` then returns
+    None (which some readers take as "empty"), while JSON of the wrong shape makes it throw.
+    """
+
+    def __init__(self, path: str, reason: str, data: bytes | None = None, not_json: bool = False):
         self.path = path
         self.reason = reason
+        self.not_json = not_json
         preview = "" if data is None else f"; data={data[:120]!r}"
         super().__init__(f"cannot decode {path}: {reason}{preview}")
 
@@ -114,6 +119,9 @@ def _reject_number(text: str):
 
 
 def _int32(text: str) -> int:
+    """Java's ``String.toInt``: an optional sign and ASCII digits only, within 32 bits."""
+    if not re.fullmatch(r"[-+]?[0-9]+", text):
+        _reject_number(text)
     value = int(text)
     if not _INT32[0] <= value <= _INT32[1]:
         _reject_number(text)
@@ -123,12 +131,13 @@ def _int32(text: str) -> int:
 def parse_kafka_json(path: str, data: bytes | None) -> object:
     """Parse JSON the way Kafka's ``Json.parseFull`` does: every number must be a 32-bit int (§1)."""
     if data is None:
-        raise ZnodeDecodeError(path, "no data")
+        raise ZnodeDecodeError(path, "no data", not_json=True)
+    text = data.decode("utf-8", "replace")  # as ZKStringSerializer's new String(bytes, "UTF-8")
     try:
-        return json.loads(
-            data.decode("utf-8"), parse_int=_int32, parse_float=_reject_number, parse_constant=_reject_number
-        )
-    except (UnicodeDecodeError, ValueError, RecursionError) as error:
+        return json.loads(text, parse_int=_int32, parse_float=_reject_number, parse_constant=_reject_number)
+    except json.JSONDecodeError as error:
+        raise ZnodeDecodeError(path, f"not JSON ({error})", data, not_json=True) from None
+    except (ValueError, RecursionError) as error:
         raise ZnodeDecodeError(
             path, f"not JSON that Kafka 0.8.2 can read ({type(error).__name__}: {error})", data
         ) from None
@@ -159,6 +168,8 @@ def json_escape_string(text: str) -> str:
 
 def _encode_json_value(value) -> str:
     """Kafka's ``Json.encode``: no whitespace, strings written as given (callers escape)."""
+    if value is None:
+        return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
@@ -263,13 +274,27 @@ def decode_topic_partitions(topic: str, data: bytes | None) -> list[int]:
         raise ZnodeDecodeError(path, "a partition key is not an int", data) from None
 
 
-def decode_topic_replicas(topic: str, data: bytes | None) -> dict[int, list[int]]:
-    """Partition → replica broker ids, for tools that rewrite a topic."""
-    obj = parse_kafka_json(topic_path(topic), data)
-    partitions = obj.get("partitions") if isinstance(obj, dict) else None
-    if not isinstance(partitions, dict):
-        return {}
-    return {int(p): [r for r in replicas if isinstance(r, int)] for p, replicas in partitions.items()}
+def decode_topic_node(topic: str, data: bytes | None) -> dict:
+    """The whole topic node (any version) with ``partitions`` as ``{int: [replica, ...]}``, for tools
+    that rewrite it and must keep fields they do not know (``topic_id``, ``adding_replicas`` ...)."""
+    path = topic_path(topic)
+    obj = parse_kafka_json(path, data)
+    partitions = obj.get("partitions", {}) if isinstance(obj, dict) else None
+    if not isinstance(partitions, dict) or not all(isinstance(r, list) for r in partitions.values()):
+        raise ZnodeDecodeError(path, "partitions is not an object of replica lists", data)
+    try:
+        obj["partitions"] = {_int32(p): replicas for p, replicas in partitions.items()}
+    except ValueError:
+        raise ZnodeDecodeError(path, "a partition key is not an int", data) from None
+    return obj
+
+
+def encode_topic_node(node: Mapping[str, object]) -> bytes:
+    """Write back a node read with :func:`decode_topic_node`, partitions in numeric order."""
+    partitions = node["partitions"]
+    return _encode_json_value(
+        {**node, "partitions": {str(p): partitions[p] for p in sorted(partitions)}}  # type: ignore[index]
+    ).encode("utf-8")
 
 
 def encode_partition_state(leader: int, isr: Sequence[int], leader_epoch: int = 0, controller_epoch: int = 1) -> bytes:
