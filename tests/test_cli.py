@@ -149,6 +149,23 @@ def _spawn(*argv):
     )
 
 
+def _spawn_member(zk_connect, consumer_id, topics, *extra):
+    """``zkcoord legacy run`` for member ``g_<consumer_id>`` of group ``g``."""
+    return _spawn(
+        "legacy",
+        "run",
+        "--zookeeper",
+        zk_connect,
+        "--group",
+        "g",
+        "--topics",
+        topics,
+        "--consumer-id",
+        consumer_id,
+        *extra,
+    )
+
+
 def _read_until(process, needle, limit=200):
     lines = []
     for _ in range(limit):
@@ -162,21 +179,8 @@ def _read_until(process, needle, limit=200):
 def test_legacy_run_prints_assignment_and_leaves_on_interrupt(zk, zk_connect, tmp_path):
     prepare_cluster(zk, {"t": 2})
     trace = tmp_path / "trace.jsonl"
-    process = _spawn(
-        "legacy",
-        "run",
-        "--zookeeper",
-        zk_connect,
-        "--group",
-        "g",
-        "--topics",
-        "t:2",
-        "--consumer-id",
-        "cli",
-        "--trace",
-        str(trace),
-        "--consumer-property",
-        "rebalance.backoff.ms=100",
+    process = _spawn_member(
+        zk_connect, "cli", "t:2", "--trace", str(trace), "--consumer-property", "rebalance.backoff.ms=100"
     )
     try:
         output = _read_until(process, "rebalance attempt")
@@ -247,20 +251,7 @@ def test_legacy_run_can_be_interrupted_while_joining(zk, zk_connect):
         ephemeral=True,
         makepath=True,
     )
-    process = _spawn(
-        "legacy",
-        "run",
-        "--zookeeper",
-        zk_connect,
-        "--group",
-        "g",
-        "--topics",
-        "t",
-        "--consumer-id",
-        "stuck",
-        "--consumer-property",
-        "zookeeper.session.timeout.ms=20000",
-    )
+    process = _spawn_member(zk_connect, "stuck", "t", "--consumer-property", "zookeeper.session.timeout.ms=20000")
     try:
         assert "joining group g" in _read_until(process, "joining")
         time.sleep(1.0)  # well inside the 20 s back-off
