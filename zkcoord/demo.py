@@ -14,7 +14,7 @@ from kazoo.client import KazooClient
 from zkcoord.clock import SystemClock
 from zkcoord.legacy.consumer import LegacyConsumer
 from zkcoord.testing.legacy import converged
-from zkcoord.testing.zookeeper import expire_session, wait_until
+from zkcoord.testing.zookeeper import expire_session, fresh_chroot, wait_until
 from zkcoord.zk import admin
 from zkcoord.zk.server import EmbeddedZooKeeper
 
@@ -60,11 +60,9 @@ def run_demo(members: int = 4, partitions: int = 12) -> int:
     logging.getLogger("kazoo").setLevel(logging.ERROR)  # expected reconnects would clutter the story
     print(f"Starting an embedded ZooKeeper ({TOPIC}: {partitions} partitions, group {GROUP}) ...", flush=True)
     with EmbeddedZooKeeper(tick_time_ms=200) as server:
-        connect = f"{server.connect_string}/zkcoord-demo"
-        client = KazooClient(hosts=server.connect_string)
+        connect = fresh_chroot(server.connect_string, "zkcoord-demo")
+        client = KazooClient(hosts=connect)
         client.start(timeout=15)
-        client.ensure_path("/zkcoord-demo")
-        client.chroot = "/zkcoord-demo"
         admin.register_broker(client, 0, "localhost", 9092, SystemClock().now_ms(), persistent=True)
         admin.create_topic(client, TOPIC, partitions)
         tally = _Tally()

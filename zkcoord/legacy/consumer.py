@@ -170,10 +170,6 @@ class LegacyConsumer:
         self.close()
 
     @property
-    def group(self) -> str:
-        return self._group
-
-    @property
     def zk_client(self):
         """The kazoo client (lives in the member's hub thread; for tests and diagnostics)."""
         return self._zk
@@ -588,12 +584,12 @@ class LegacyConsumer:
         except NoNodeError:
             broker_ids = []
         ops.add(1)
-        pending = [(b, self._zk.get_async(layout.BROKER_IDS_PATH + "/" + b)) for b in broker_ids]
+        pending = [(b, self._zk.get_async(layout.broker_path(b))) for b in broker_ids]
         ops.add(len(pending))
         brokers = []
         for broker_id, result in pending:
             if not broker_id.lstrip("-").isdigit():
-                raise ZnodeDecodeError(layout.BROKER_IDS_PATH + "/" + broker_id, "broker id is not an int")
+                raise ZnodeDecodeError(layout.broker_path(broker_id), "broker id is not an int")
             brokers.append(layout.decode_broker_registration(int(broker_id), result.get()[0]))
         return brokers
 

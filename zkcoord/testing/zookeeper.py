@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 
 from kazoo.client import KazooClient
 
-from zkcoord.zk.server import EmbeddedZooKeeper, four_letter_word
+from zkcoord.zk.server import EmbeddedZooKeeper, is_serving
 
 TEST_TICK_TIME_MS = 100
 TEST_MAX_SESSION_TIMEOUT_MS = 60_000
@@ -50,15 +50,8 @@ def container_zookeeper(tick_time_ms: int = TEST_TICK_TIME_MS) -> Iterator[str]:
     )
     with container:
         host, port = container.get_container_host_ip(), int(container.get_exposed_port(2181))
-        wait_until(lambda: _serving(host, port), timeout=60, what="the ZooKeeper container to serve")
+        wait_until(lambda: is_serving(host, port), timeout=60, what="the ZooKeeper container to serve")
         yield f"{host}:{port}"
-
-
-def _serving(host: str, port: int) -> bool:
-    try:
-        return "Mode: standalone" in four_letter_word(host, port, "srvr")
-    except OSError:
-        return False
 
 
 @contextlib.contextmanager

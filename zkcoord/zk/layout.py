@@ -51,7 +51,7 @@ def is_legal_name(name: str) -> bool:
 # ---- paths ---------------------------------------------------------------------------------------
 
 
-def broker_path(broker_id: int) -> str:
+def broker_path(broker_id: int | str) -> str:
     return f"{BROKER_IDS_PATH}/{broker_id}"
 
 
@@ -68,29 +68,31 @@ def group_path(group: str) -> str:
 
 
 def ids_path(group: str) -> str:
-    return f"{CONSUMERS_PATH}/{group}/ids"
+    return f"{group_path(group)}/ids"
 
 
 def consumer_path(group: str, consumer_id: str) -> str:
-    return f"{CONSUMERS_PATH}/{group}/ids/{consumer_id}"
+    return f"{ids_path(group)}/{consumer_id}"
+
+
+def _under(base: str, topic: str | None) -> str:
+    return base if topic is None else f"{base}/{topic}"
 
 
 def owners_path(group: str, topic: str | None = None) -> str:
-    base = f"{CONSUMERS_PATH}/{group}/owners"
-    return base if topic is None else f"{base}/{topic}"
+    return _under(f"{group_path(group)}/owners", topic)
 
 
 def owner_path(group: str, topic: str, partition: int) -> str:
-    return f"{CONSUMERS_PATH}/{group}/owners/{topic}/{partition}"
+    return f"{owners_path(group, topic)}/{partition}"
 
 
 def offsets_path(group: str, topic: str | None = None) -> str:
-    base = f"{CONSUMERS_PATH}/{group}/offsets"
-    return base if topic is None else f"{base}/{topic}"
+    return _under(f"{group_path(group)}/offsets", topic)
 
 
 def offset_path(group: str, topic: str, partition: int) -> str:
-    return f"{CONSUMERS_PATH}/{group}/offsets/{topic}/{partition}"
+    return f"{offsets_path(group, topic)}/{partition}"
 
 
 _OFFSET_PATH = re.compile(r"/consumers/([^/]+)/offsets/([^/]+)/(\d+)")
@@ -248,8 +250,7 @@ def decode_broker_registration(broker_id: int, data: bytes | None) -> BrokerRegi
 
 def encode_topic_registration(replicas: Mapping[int, Sequence[int]]) -> bytes:
     """``{"version":1,"partitions":{"0":[1,2],...}}`` as AdminUtils writes it (§1.2)."""
-    partitions = {str(p): list(r) for p, r in sorted(replicas.items())}
-    return _encode_json_value({"version": 1, "partitions": partitions}).encode("utf-8")
+    return encode_topic_node({"version": 1, "partitions": {p: list(r) for p, r in replicas.items()}})
 
 
 def decode_topic_partitions(topic: str, data: bytes | None) -> list[int]:

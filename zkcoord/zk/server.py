@@ -70,6 +70,14 @@ def four_letter_word(host: str, port: int, word: str, timeout: float = 1.0) -> s
     return b"".join(chunks).decode("utf-8", "replace")
 
 
+def is_serving(host: str, port: int) -> bool:
+    """True once ``srvr`` reports a serving server (``ruok`` answers before it serves)."""
+    try:
+        return "Mode: standalone" in four_letter_word(host, port, "srvr", timeout=0.5)
+    except OSError:
+        return False
+
+
 def _free_port(host: str) -> int:
     with socket.socket() as probe:
         probe.bind((host, 0))
@@ -153,12 +161,9 @@ class EmbeddedZooKeeper:
                 raise ZooKeeperStartError(
                     f"ZooKeeper exited with code {self._process.returncode}; log {self.log_path}:\n" + self._log_tail()
                 )
-            try:
-                if "Mode: standalone" in four_letter_word(self.host, self.port, "srvr", timeout=0.5):
-                    log.info("zookeeper serving host=%s port=%d data_dir=%s", self.host, self.port, self.data_dir)
-                    return self
-            except OSError:
-                pass
+            if is_serving(self.host, self.port):
+                log.info("zookeeper serving host=%s port=%d data_dir=%s", self.host, self.port, self.data_dir)
+                return self
             time.sleep(0.05)
         self.stop()
         raise ZooKeeperStartError(f"ZooKeeper did not serve within {timeout:.0f}s; log {self.log_path}")

@@ -17,7 +17,6 @@ import gevent.event
 from gevent import monkey
 from kazoo.client import KazooClient
 from kazoo.handlers.gevent import SequentialGeventHandler
-from kazoo.handlers.threading import SequentialThreadingHandler
 from kazoo.retry import KazooRetry
 
 log = logging.getLogger(__name__)
@@ -104,12 +103,12 @@ class HubThread:
             log.warning("hub thread %s did not stop within %.1fs", self.name, timeout)
 
 
-def make_kazoo_client(connect: str, session_timeout_ms: int, gevent_handler: bool = True) -> KazooClient:
-    """A kazoo client that reconnects forever; ``connect`` may end in a chroot.
+def make_kazoo_client(connect: str, session_timeout_ms: int) -> KazooClient:
+    """A gevent kazoo client that reconnects forever; ``connect`` may end in a chroot.
 
-    Create it in the thread whose hub it will use (with ``gevent_handler``).
+    Create it in the thread whose hub it will use.
     """
-    handler = SequentialGeventHandler() if gevent_handler else SequentialThreadingHandler()
+    handler = SequentialGeventHandler()
     return KazooClient(
         hosts=connect,
         timeout=session_timeout_ms / 1000.0,
