@@ -37,6 +37,7 @@ lint: setup
 
 bench: setup
 	$(BIN)/python benchmarks/legacy_rebalance.py
+	$(BIN)/python benchmarks/offsets_log.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

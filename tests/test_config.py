@@ -7,6 +7,7 @@ import pytest
 from zkcoord.config import build_config, kafka_names
 from zkcoord.errors import ConfigError
 from zkcoord.legacy.config import LegacyConsumerConfig
+from zkcoord.log import LogConfig
 
 ZK = "zk1:2181,zk2:2181/kafka"
 
@@ -202,3 +203,10 @@ def test_config_is_frozen():
 def test_consumer_id_must_be_a_znode_name(consumer_id):
     with pytest.raises(ConfigError, match="consumer.id"):
         build_config(LegacyConsumerConfig, {"group.id": "g", "zookeeper.connect": "h:1", "consumer.id": consumer_id})
+
+
+def test_log_properties_accept_kafka_names_and_coerce_floats():
+    config = build_config(
+        LogConfig, {"log.flush.policy": "always", "log.cleaner.min.cleanable.ratio": "0.25", "segment_bytes": "2000000"}
+    )
+    assert (config.flush_policy, config.cleaner_min_cleanable_ratio, config.segment_bytes) == ("always", 0.25, 2000000)

@@ -20,9 +20,15 @@ from pathlib import Path
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
+from tqdm import tqdm
 
 from zkcoord.clock import SystemClock
-from zkcoord.errors import ConfigError, ZkcoordError
+from zkcoord.errors import ConfigError, LogError, ZkcoordError
+from zkcoord.log import LogConfig
+from zkcoord.log.cleaner import clean
+from zkcoord.log.inspect import describe_records, scan_partition
+from zkcoord.log.loader import load_partition
+from zkcoord.log.partition import PartitionLog, partition_directories
 from zkcoord.model import TopicPartition
 from zkcoord.zk import admin
 
@@ -73,6 +79,10 @@ def _print_table(rows: Sequence[Sequence[object]], header: Sequence[str]) -> Non
 
 def _emit_json(value: object) -> None:
     print(json.dumps(value, indent=2, sort_keys=True, default=str))
+
+
+def _emit_json_line(value: object) -> None:
+    print(json.dumps(value, sort_keys=True))
 
 
 def _interrupt_event() -> threading.Event:
@@ -305,6 +315,132 @@ def cmd_legacy_offsets_import(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _log_config(args: argparse.Namespace):
+    return LogConfig(skip_corrupt_segments=getattr(args, "skip_corrupt", False))
+
+
+def _partitions(args: argparse.Namespace) -> list[Path]:
+    try:
+        found = partition_directories(args.path)
+    except FileNotFoundError as error:
+        raise UsageError(str(error)) from None
+    if not found:
+        raise UsageError(f"{args.path} holds no partition directory (no *.log segment files)")
+    return found
+
+
+def cmd_log_verify(args: argparse.Namespace) -> int:
+    summaries = [scan_partition(directory) for directory in _partitions(args)]
+    problems = [(summary.directory, kind, problem) for summary in summaries for kind, problem in summary.problems]
+    if args.json:
+        _emit_json(
+            {
+                "partitions": [
+                    {
+                        "directory": str(summary.directory),
+                        "segments": len(summary.segments),
+                        "records": summary.records,
+                        "bytes": sum(segment.size for segment in summary.segments),
+                        "pending_compaction": summary.pending_swap,
+                        "problems": [
+                            {
+                                "kind": kind,
+                                "file": str(problem.path),
+                                "position": problem.position,
+                                "offset": problem.offset,
+                                "reason": problem.reason,
+                            }
+                            for kind, problem in summary.problems
+                        ],
+                    }
+                    for summary in summaries
+                ]
+            }
+        )
+    else:
+        rows = [
+            (
+                summary.directory.name,
+                len(summary.segments),
+                sum(segment.batches for segment in summary.segments),
+                summary.records,
+                sum(segment.size for segment in summary.segments),
+                "ok" if not summary.problems else ", ".join(kind for kind, _ in summary.problems),
+            )
+            for summary in summaries
+        ]
+        _print_table(rows, ("PARTITION", "SEGMENTS", "BATCHES", "RECORDS", "BYTES", "STATUS"))
+        for summary in summaries:
+            if summary.pending_swap:
+                print(f"{summary.directory}: an interrupted compaction will be completed when the log is opened")
+        for _, kind, problem in problems:
+            print(f"{kind}: {problem}")
+    return EXIT_PROBLEM if problems else EXIT_OK
+
+
+def cmd_log_dump(args: argparse.Namespace) -> int:
+    def visit(path: Path, batch) -> None:
+        if args.json:
+            for record in describe_records(batch):
+                _emit_json_line(
+                    {"segment": str(path), "base_offset": batch.base_offset, "timestamp": batch.timestamp_ms, **record}
+                )
+            return
+        print(
+            f"baseOffset: {batch.base_offset} lastOffset: {batch.last_offset} count: {len(batch.records)} "
+            f"createTime: {batch.timestamp_ms} size: {batch.size}"
+        )
+        for record in describe_records(batch):
+            text = record.get("error") or f"{record['type']} key: {record['key']} value: {record['value']}"
+            print(f"| offset: {record['offset']} {text}")
+
+    found = []
+    for directory in _partitions(args):
+        if not args.json:
+            print(f"Dumping {directory}")
+        summary = scan_partition(directory, visit=visit)
+        found.extend(summary.problems)
+    for kind, problem in found:
+        print(f"{kind}: {problem}", file=sys.stderr)
+    return EXIT_PROBLEM if found else EXIT_OK
+
+
+def _progress(total: int, description: str):
+    return tqdm(total=total, unit="B", unit_scale=True, desc=description, leave=False, disable=None)
+
+
+def cmd_log_compact(args: argparse.Namespace) -> int:
+    config = _log_config(args)
+    for directory in _partitions(args):
+        with PartitionLog.open(directory, config) as partition:
+            if partition.recovery.truncated or partition.recovery.compaction:
+                print(partition.recovery)
+            closed_bytes = sum(segment.size for segment in partition.segments[:-1])
+            with _progress(3 * closed_bytes, f"compacting {directory.name}") as bar:
+                result = clean(partition, SystemClock().now_ms(), args.delete_retention_ms, on_io=bar.update)
+            print(f"{directory}: {result or 'nothing to compact (only the active segment)'}")
+    return EXIT_OK
+
+
+def cmd_log_load(args: argparse.Namespace) -> int:
+    config = _log_config(args)
+    rows = []
+    for directory in _partitions(args):
+        with PartitionLog.open(directory, config) as partition, _progress(partition.size_bytes, directory.name) as bar:
+            result = load_partition(partition, progress=bar.update)
+        print(f"{directory}: {result}", file=sys.stderr if args.json else sys.stdout)
+        for problem in result.skipped:
+            print(f"skipped corrupt data: {problem}", file=sys.stderr)
+        for group, offsets in sorted(result.store.offsets.items()):
+            for partition_key, committed in sorted(offsets.items()):
+                rows.append((group, partition_key.topic, partition_key.partition, committed.offset, committed.metadata))
+    if args.json:
+        _emit_json([dict(zip(("group", "topic", "partition", "offset", "metadata"), row, strict=True)) for row in rows])
+    elif rows:
+        _print_table(rows, ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "METADATA"))
+    return EXIT_OK
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from zkcoord.demo import run_demo
 
@@ -379,6 +515,33 @@ def build_parser() -> argparse.ArgumentParser:
     load.add_argument("--input", required=True, metavar="FILE", help="'-' for standard input")
     load.set_defaults(func=cmd_legacy_offsets_import)
 
+    logs = commands.add_parser("log", help="the offsets log: check, print, compact, load")
+    log_commands = logs.add_subparsers(dest="action", required=True)
+    path_help = "a partition directory, or a log directory (every partition in it)"
+    log_verify = log_commands.add_parser("verify", help="check every entry's length and CRC (exit 1 on a problem)")
+    log_verify.add_argument("path", help=path_help)
+    log_verify.add_argument("--json", action="store_true")
+    log_verify.set_defaults(func=cmd_log_verify)
+    log_dump = log_commands.add_parser("dump", help="print batches and decoded records")
+    log_dump.add_argument("path", help=path_help)
+    log_dump.add_argument("--json", action="store_true", help="one JSON object per record")
+    log_dump.set_defaults(func=cmd_log_dump)
+    log_compact = log_commands.add_parser("compact", help="compact the closed segments now")
+    log_compact.add_argument("path", help=path_help)
+    log_compact.add_argument(
+        "--delete-retention-ms",
+        type=int,
+        default=None,
+        help="keep tombstones this long (log.cleaner.delete.retention.ms)",
+    )
+    log_load = log_commands.add_parser("load", help="replay partitions and list the committed offsets")
+    log_load.add_argument("path", help=path_help)
+    log_load.add_argument("--json", action="store_true")
+    log_load.set_defaults(func=cmd_log_load)
+    for sub in (log_compact, log_load):
+        sub.add_argument("--skip-corrupt", action="store_true", help="read past a corrupt older segment (reported)")
+    log_compact.set_defaults(func=cmd_log_compact)
+
     demo = commands.add_parser("demo", help="embedded ZooKeeper, a topic, a legacy group, a few bounces")
     demo.add_argument("--members", type=int, default=4)
     demo.add_argument("--partitions", type=int, default=12)
@@ -395,7 +558,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         return args.func(args)
-    except (UsageError, ConfigError, admin.AdminError, OSError) as error:
+    except BrokenPipeError:  # `zkcoord log dump ... | head`: the reader has all it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+    except (UsageError, ConfigError, admin.AdminError, LogError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_USAGE
     except (ZkcoordError, KazooException) as error:

@@ -39,6 +39,8 @@ def _coerce(field: dataclasses.Field, value: Any) -> Any:
             return value.strip().lower() == "true"
         if int in kinds:
             return int(value.strip())
+        if float in kinds:
+            return float(value.strip())
     except ValueError:
         raise ConfigError(f"{field.metadata.get('kafka', field.name)}: {value!r} is not valid here") from None
     return value

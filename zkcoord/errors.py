@@ -44,3 +44,38 @@ class ZooKeeperConnectionError(ZkcoordError):
 
 class CommitFailedError(ZkcoordError):
     """An offset commit named a partition this member does not own, or ZooKeeper refused it."""
+
+
+class LogError(ZkcoordError):
+    """The offsets log cannot do what was asked. ``kafka_error`` names Kafka's error for it (group-coordinator §9.5)."""
+
+    kafka_error = "UNKNOWN_SERVER_ERROR"
+
+
+class CorruptLogError(LogError):
+    """A segment holds bytes that are not valid entries; ``problem`` says which file, byte and offset."""
+
+    kafka_error = "CORRUPT_MESSAGE"
+
+    def __init__(self, problem):
+        self.problem = problem
+        super().__init__(
+            f"{problem}; the rest of this segment cannot be read "
+            "(set log.recovery.skip.corrupt.segments=true, or pass --skip-corrupt, to read on from the next segment)"
+        )
+
+
+class LogStorageError(LogError):
+    """A write or fsync failed; the log accepts no more appends until it is reopened."""
+
+    kafka_error = "KAFKA_STORAGE_ERROR"
+
+
+class RecordTooLargeError(LogError):
+    """An append larger than ``message.max.bytes``."""
+
+    kafka_error = "MESSAGE_TOO_LARGE"
+
+
+class LogInUseError(LogError):
+    """Another process holds the partition directory's lock."""

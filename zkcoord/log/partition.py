@@ -1,0 +1,362 @@
+"""One partition of the offsets log: a directory of segments, appended to under a durability policy.
+
+Opening recovers: an interrupted compaction is finished or discarded, the newest segment is verified
+entry by entry and a torn or corrupt tail is cut (and reported). Older segments were fsynced when
+they were rolled, so they are only checked as they are read; a corrupt one stops the read with
+:class:`CorruptLogError` unless ``log.recovery.skip.corrupt.segments`` is set.
+
+Appends are acknowledged (``append`` returns) only when the flush policy is met:
+
+* ``always``: the entry is written and fsynced before the next append may write;
+* ``group``: entries wait in memory; one flusher greenlet writes all that are waiting with one system
+  call and fsyncs them on gevent's thread pool, so concurrent appends share one fsync and the loop
+  keeps running during it;
+* ``never``: written at once, fsynced only on roll and close.
+
+A log belongs to the gevent hub (thread) that opened it; greenlets of that hub may append concurrently.
+"""
+
+import bisect
+import contextlib
+import fcntl
+import logging
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+import gevent
+from gevent.event import Event
+from gevent.lock import Semaphore
+
+from zkcoord.clock import SystemClock
+from zkcoord.errors import CorruptLogError, LogInUseError, LogStorageError, RecordTooLargeError
+from zkcoord.log import swap
+from zkcoord.log.config import FLUSH_ALWAYS, FLUSH_GROUP, LogConfig
+from zkcoord.log.format import Batch, LogFormatError, encode_records
+from zkcoord.log.segment import (
+    ScanProblem,
+    Segment,
+    fsync_directory,
+    parse_segment_name,
+    read_batches,
+    segment_name,
+)
+
+log = logging.getLogger(__name__)
+
+LOCK_FILE = ".lock"
+
+
+class AppendResult(NamedTuple):
+    base_offset: int
+    last_offset: int
+    timestamp_ms: int
+
+
+@dataclass(frozen=True)
+class RecoveryReport:
+    """What opening a partition had to repair."""
+
+    directory: Path
+    truncated: ScanProblem | None = None
+    bytes_cut: int = 0
+    compaction: str | None = None
+
+    def __str__(self) -> str:
+        parts = []
+        if self.compaction:
+            parts.append(self.compaction)
+        if self.truncated:
+            parts.append(f"cut {self.bytes_cut} bytes after the last valid entry: {self.truncated}")
+        return f"{self.directory}: " + ("; ".join(parts) or "clean")
+
+
+def _lock_directory(directory: Path) -> int:
+    fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "another process"
+        os.close(fd)
+        raise LogInUseError(f"{directory} is in use by process {holder}; stop it first") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    return fd
+
+
+def partition_directories(path: str | os.PathLike) -> list[Path]:
+    """``path`` itself if it holds segments, else each child directory that does (sorted)."""
+    root = Path(path)
+    if not root.is_dir():
+        raise FileNotFoundError(f"{root} is not a directory")
+
+    def is_partition(directory: Path) -> bool:
+        return any(parse_segment_name(name) is not None for name in os.listdir(directory))
+
+    if is_partition(root):
+        return [root]
+    return sorted(child for child in root.iterdir() if child.is_dir() and is_partition(child))
+
+
+class PartitionLog:
+    """An open, writable partition directory. Use :meth:`open`."""
+
+    def __init__(self, directory: Path, config: LogConfig, clock, segments: list[Segment], lock_fd: int):
+        self.directory = directory
+        self.config = config
+        self.clock = clock
+        self.recovery = RecoveryReport(directory)
+        self.skipped: list[ScanProblem] = []
+        self._segments = segments
+        self._bases = [segment.base_offset for segment in segments]
+        self._lock_fd = lock_fd
+        self._append_lock = Semaphore()
+        self._written_seq = 0
+        self._durable_seq = 0
+        self._flusher: gevent.Greenlet | None = None
+        self._round_done = Event()
+        self._failure: LogStorageError | None = None
+        self.fsync_count = 0
+
+    # -- opening ------------------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, directory: str | os.PathLike, config: LogConfig | None = None, clock=None) -> "PartitionLog":
+        """Open (creating if needed) and recover a partition directory."""
+        config = config or LogConfig()
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        lock_fd = _lock_directory(directory)
+        try:
+            compaction = swap.recover(directory)
+            bases = sorted(swap.visible_segments(directory))
+            if not bases:
+                bases = [0]
+            segments = [
+                Segment(directory / segment_name(base), base, base == bases[-1], config.index_interval_bytes)
+                for base in bases
+            ]
+            fsync_directory(directory)
+            partition = cls(directory, config, clock or SystemClock(), segments, lock_fd)
+        except BaseException:
+            os.close(lock_fd)
+            raise
+        partition._recover(compaction)
+        return partition
+
+    def _recover(self, compaction: str | None) -> None:
+        for segment in self._segments[:-1]:
+            if not segment.load_index():
+                segment.rebuild_index_from_headers()
+                segment.write_index_file()
+        active = self._segments[-1]
+        valid, next_offset, problem = active.scan(self.config.max_message_bytes, self.config.load_buffer_bytes)
+        cut = active.size - valid
+        if problem is not None:
+            active.truncate(valid)
+        active.next_offset = next_offset
+        self.recovery = RecoveryReport(self.directory, problem, cut, compaction)
+        if problem is not None or compaction:
+            log.warning("recovered %s", self.recovery)
+
+    # -- offsets ------------------------------------------------------------------------------------
+
+    @property
+    def start_offset(self) -> int:
+        return self._segments[0].base_offset
+
+    @property
+    def end_offset(self) -> int:
+        """The offset the next record will get."""
+        return self._segments[-1].next_offset
+
+    @property
+    def segments(self) -> tuple[Segment, ...]:
+        return tuple(self._segments)
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(segment.size for segment in self._segments)
+
+    # -- appending ----------------------------------------------------------------------------------
+
+    def append(self, records: Sequence[tuple[bytes, bytes | None]], timestamp_ms: int | None = None) -> AppendResult:
+        """Append ``(key, value)`` records as one batch; returns when the flush policy is met.
+
+        Raises RecordTooLargeError (nothing written) or LogStorageError (the log has failed).
+        """
+        if not records:
+            raise ValueError("append needs at least one record")
+        if self._failure is not None:
+            raise self._failure
+        timestamp_ms = self.clock.now_ms() if timestamp_ms is None else timestamp_ms
+        policy = self.config.flush_policy
+        if policy == FLUSH_ALWAYS:
+            with self._append_lock:
+                result = self._buffer(records, timestamp_ms)
+                self._guarded(self._sync_off_loop)
+            return result
+        result = self._buffer(records, timestamp_ms)
+        if policy == FLUSH_GROUP:
+            self._await_durable(self._written_seq)
+        else:
+            self._guarded(self._segments[-1].write_out)
+        return result
+
+    def _buffer(self, records: Sequence[tuple[bytes, bytes | None]], timestamp_ms: int) -> AppendResult:
+        active = self._segments[-1]
+        base_offset = active.next_offset
+        entry = encode_records(base_offset, timestamp_ms, records)
+        if len(entry) > self.config.max_message_bytes:
+            raise RecordTooLargeError(
+                f"a batch of {len(records)} records is {len(entry)} bytes, more than message.max.bytes="
+                f"{self.config.max_message_bytes}"
+            )
+        if active.size and (
+            active.size + len(entry) > self.config.segment_bytes
+            or timestamp_ms - (active.first_timestamp_ms or timestamp_ms) >= self.config.roll_ms
+        ):
+            self._guarded(self._roll)
+            active = self._segments[-1]
+        next_offset = base_offset + len(records)
+        active.append(entry, base_offset, next_offset, timestamp_ms)
+        self._written_seq += 1
+        return AppendResult(base_offset, next_offset - 1, timestamp_ms)
+
+    def _guarded(self, action) -> None:
+        """Run a write or fsync; a failure fails the log, as no later fsync can vouch for the lost pages."""
+        try:
+            action()
+        except OSError as exc:
+            self._fail(exc)
+            raise self._failure from exc
+
+    def _fail(self, exc: OSError) -> None:
+        if self._failure is None:
+            self._failure = LogStorageError(f"{self.directory}: {exc}; reopen the log to recover")
+            log.error("offsets log failed: %s", self._failure)
+
+    def _sync_off_loop(self) -> None:
+        self._sync(lambda segment: gevent.get_hub().threadpool.apply(segment.fsync))
+
+    def _sync(self, fsync) -> None:
+        """Write out and fsync the active segment; what was buffered before the call is then durable."""
+        target = self._written_seq
+        active = self._segments[-1]
+        active.write_out()
+        fsync(active)
+        self.fsync_count += 1
+        self._durable_seq = max(self._durable_seq, target)
+
+    def _await_durable(self, sequence: int) -> None:
+        while self._durable_seq < sequence:
+            if self._failure is not None:
+                raise self._failure
+            if self._flusher is None:
+                self._flusher = gevent.spawn(self._flush_rounds)
+            self._round_done.wait()
+
+    def _flush_rounds(self) -> None:
+        try:
+            while self._durable_seq < self._written_seq and self._failure is None:
+                try:
+                    self._sync_off_loop()
+                except OSError as exc:
+                    self._fail(exc)
+                finally:
+                    done, self._round_done = self._round_done, Event()
+                    done.set()
+        finally:
+            self._flusher = None
+
+    def _roll(self) -> None:
+        """Close the active segment durably (data and index), then start a new one at the log end."""
+        active = self._segments[-1]
+        active.write_out()
+        active.fsync()
+        self.fsync_count += 1
+        active.write_index_file()
+        base = active.next_offset
+        segment = Segment(self.directory / segment_name(base), base, True, self.config.index_interval_bytes)
+        fsync_directory(self.directory)
+        self._segments.append(segment)
+        self._bases.append(base)
+
+    def roll(self) -> None:
+        """Start a new segment now (if the active one holds anything), so the cleaner may take it."""
+        if self._segments[-1].size:
+            self._guarded(self._roll)
+
+    def flush(self) -> None:
+        """Write and fsync everything appended so far, whatever the policy."""
+        with self._append_lock:
+            self._guarded(lambda: self._sync(Segment.fsync))
+
+    # -- reading ------------------------------------------------------------------------------------
+
+    def read(self, start_offset: int | None = None) -> Iterator[Batch]:
+        """Batches holding offsets ≥ ``start_offset`` (all if None), in log order.
+
+        The read starts at the segment and indexed position for ``start_offset``, never at the log start.
+        What is appended while reading may or may not be seen.
+        """
+        target = self.start_offset if start_offset is None else start_offset
+        first = max(0, bisect.bisect_right(self._bases, target) - 1)
+        views = [(segment, os.dup(segment.fd), segment.written_size) for segment in self._segments[first:]]
+        try:
+            for number, (segment, fd, end) in enumerate(views):
+                position = segment.position_for(target) if number == 0 else 0
+                next_offset = segment.base_offset
+                config = self.config
+                try:
+                    for batch in read_batches(fd, position, end, config.max_message_bytes, config.load_buffer_bytes):
+                        next_offset = batch.next_offset
+                        if next_offset > target:
+                            yield batch
+                except LogFormatError as exc:
+                    self._on_corrupt(ScanProblem(segment.path, exc.position, next_offset, exc.reason, exc.torn))
+        finally:
+            for _, fd, _ in views:
+                os.close(fd)
+
+    def _on_corrupt(self, problem: ScanProblem) -> None:
+        if not self.config.skip_corrupt_segments:
+            raise CorruptLogError(problem)
+        log.error("skipping the rest of a corrupt segment: %s", problem)
+        self.skipped.append(problem)
+
+    # -- the cleaner's hook -------------------------------------------------------------------------
+
+    def replace_segments(self, replaced: Sequence[Segment], new: Sequence[Segment]) -> None:
+        """Swap in cleaned segments for a closed prefix of the log (after :mod:`swap` made it durable)."""
+        count = len(replaced)
+        if tuple(self._segments[:count]) != tuple(replaced) or count >= len(self._segments):
+            raise ValueError("only a closed prefix of the segments can be replaced")
+        self._segments[:count] = list(new)
+        self._bases = [segment.base_offset for segment in self._segments]
+        for segment in replaced:
+            segment.close()
+
+    # -- closing ------------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Flush (whatever the policy) and release the directory."""
+        if self._lock_fd < 0:
+            return
+        try:
+            if self._failure is None:
+                self.flush()
+        finally:
+            for segment in self._segments:
+                segment.close()
+            with contextlib.suppress(OSError):
+                os.close(self._lock_fd)
+            self._lock_fd = -1
+
+    def __enter__(self) -> "PartitionLog":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
