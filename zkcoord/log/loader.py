@@ -10,15 +10,19 @@ The store remembers each entry's record offset; offsets of one batch are consecu
 orders commits exactly as comparing batch base offsets does (§7.3 step 5).
 """
 
+import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from zkcoord.log.format import Batch
+from zkcoord.errors import LogError
+from zkcoord.log.format import HEADER_SIZE, Batch
 from zkcoord.log.partition import PartitionLog
 from zkcoord.log.segment import ScanProblem
-from zkcoord.offsets.records import decode_key, decode_value
+from zkcoord.offsets.records import RecordKey, decode_key, decode_value, encode_record
 from zkcoord.offsets.store import OffsetStore
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -75,3 +79,35 @@ def load_partition(partition: PartitionLog, progress: Callable[[int], None] | No
     result = load_batches(partition.read(), progress)
     skipped = tuple(partition.skipped[skipped_before:])
     return LoadResult(result.store, result.batches, result.records, result.bytes, result.seconds, skipped)
+
+
+def expire_offsets(partition: PartitionLog, store: OffsetStore, now_ms: int, retention_ms: int) -> list[RecordKey]:
+    """Offset retention (§7.6): drop expired offsets (and Dead groups) from ``store`` and append their tombstones.
+
+    The store changes first and whatever the append does (§9.4: tombstones are fire-and-forget); a lost
+    tombstone is written again by a later pass only if the offset is still in a reloaded store.
+    Returns the keys that expired.
+    """
+    tombstones = store.expire(now_ms, retention_ms)
+    records = [encode_record(key, None) for key, _ in tombstones]
+    try:
+        for batch in _fitting_batches(records, partition.config.max_message_bytes):
+            partition.append(batch, now_ms)
+    except LogError as error:
+        log.warning("could not append %d expiry tombstones to %s: %s", len(records), partition.directory, error)
+    return [key for key, _ in tombstones]
+
+
+def _fitting_batches(records: list[tuple[bytes, None]], max_entry_bytes: int) -> list[list[tuple[bytes, None]]]:
+    """Split tombstones so that no batch outgrows ``message.max.bytes`` (a group may expire many offsets)."""
+    budget = max_entry_bytes - HEADER_SIZE - 16
+    batches: list[list[tuple[bytes, None]]] = []
+    size = budget
+    for record in records:
+        cost = len(record[0]) + 16  # msgpack framing of [delta, attributes, key, nil] stays below this
+        if size + cost > budget:
+            batches.append([])
+            size = 0
+        batches[-1].append(record)
+        size += cost
+    return batches
