@@ -311,3 +311,29 @@ def test_what_is_appended_is_what_is_read_back(tmp_path_factory, batches):
             expected += [(result.base_offset + i, key, value) for i, (key, value) in enumerate(pairs)]
     with PartitionLog.open(directory, SMALL) as partition:
         assert replay(partition) == expected
+
+
+def test_an_older_segment_with_a_garbage_header_and_no_index_still_opens_and_reports_on_read(tmp_path):
+    config = LogConfig(segment_bytes=1024, max_message_bytes=1024, index_interval_bytes=1)
+    with PartitionLog.open(tmp_path, config) as partition:
+        written = fill(partition, 60)
+    first = tmp_path / f"{0:020d}.log"
+    data = bytearray(first.read_bytes())
+    second_entry = decode_entry(bytes(data), 0, 1024).size
+    data[second_entry + 10] ^= 0xFF  # the base offset of the second entry
+    first.write_bytes(bytes(data))
+    first.with_suffix(".index").unlink()
+    with PartitionLog.open(tmp_path, config) as partition:
+        with pytest.raises(CorruptLogError, match=f"byte {second_entry} "):
+            replay(partition)
+        assert replay(partition, 40) == written[40:]
+
+
+def test_temporary_files_of_an_interrupted_index_write_are_removed_on_open(tmp_path):
+    with PartitionLog.open(tmp_path, SMALL) as partition:
+        fill(partition, 40)
+    leftovers = [tmp_path / f"{0:020d}.index.tmp", tmp_path / f"{0:020d}.index.cleaned.tmp", tmp_path / "swap.json.tmp"]
+    for path in leftovers:
+        path.write_bytes(b"partial")
+    PartitionLog.open(tmp_path, SMALL).close()
+    assert not any(path.exists() for path in leftovers)

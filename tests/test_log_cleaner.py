@@ -1,6 +1,7 @@
 """Compaction: latest record per key, tombstone retention, idempotence, replay equality, the active segment."""
 
 import gevent
+import msgpack
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from record_strategies import records
@@ -132,3 +133,17 @@ def test_the_background_cleaner_compacts_while_appends_go_on(tmp_path):
         assert {tp.partition: committed.offset for tp, committed in store.offsets["g"].items()} == {
             number: 395 + number for number in range(5)
         }
+
+
+def test_a_version_0_key_and_its_version_1_tombstone_compact_as_one_key(tmp_path):
+    """§9.3: offset-commit keys v0 and v1 are one logical key; the v0 value must not outlive the tombstone."""
+    key_v1, value = encode_record(OffsetCommitKey("g", "t", 0), OffsetCommitValue(5, "", 1_000))
+    key_v0 = msgpack.packb((0, "g", "t", 0), use_bin_type=True)
+    with PartitionLog.open(tmp_path, CONFIG) as partition:
+        partition.append([(key_v0, value)], timestamp_ms=1_000)
+        partition.append([(key_v1, None)], timestamp_ms=2_000)
+        partition.roll()
+        assert len(load_partition(partition).store) == 0
+        clean(partition, now_ms=10**9, delete_retention_ms=RETENTION_MS)
+        assert entries_with_time(partition.segments[:-1]) == []
+        assert len(load_partition(partition).store) == 0

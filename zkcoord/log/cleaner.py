@@ -1,6 +1,7 @@
 """Log compaction: rewrite the closed segments keeping the latest record per key.
 
-A pass takes every segment but the active one, finds the last offset of each key, and copies each batch
+A pass takes every segment but the active one, finds the last offset of each key (compared in canonical
+form, :func:`zkcoord.offsets.records.canonical_key`), and copies each batch
 with only the records that are still the latest for their key, keeping offsets, batch base offsets and
 timestamps. A tombstone that is the latest for its key is dropped once its batch is older than
 ``log.cleaner.delete.retention.ms``: every older record of that key is in the same closed range and is
@@ -21,6 +22,7 @@ from zkcoord.log import swap
 from zkcoord.log.format import Batch, encode_entry
 from zkcoord.log.partition import PartitionLog
 from zkcoord.log.segment import INDEX_SUFFIX, Segment, fsync_directory, segment_name
+from zkcoord.offsets.records import canonical_key
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +77,7 @@ def clean(
     for batch in read():
         base = batch.base_offset
         for delta, _, key, _ in batch.records:
-            latest[key] = base + delta
+            latest[canonical_key(key)] = base + delta
         records_read += len(batch.records)
 
     writer = _CleanedWriter(partition, on_io)
@@ -87,7 +89,7 @@ def clean(
             expired = now_ms - batch.timestamp_ms >= retention
             for record in batch.records:
                 delta, _, key, value = record
-                if latest[key] != base + delta:
+                if latest[canonical_key(key)] != base + delta:
                     continue
                 if value is None and expired:
                     tombstones_dropped += 1

@@ -98,6 +98,8 @@ def describe_records(batch: Batch) -> Iterator[dict]:
 
 
 def _plain(value) -> object:
+    if hasattr(value, "_asdict"):
+        return {name: _plain(item) for name, item in value._asdict().items()}
     if hasattr(value, "__dataclass_fields__"):
         return {name: _plain(getattr(value, name)) for name in value.__dataclass_fields__}
     if isinstance(value, tuple):

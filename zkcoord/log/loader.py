@@ -1,8 +1,9 @@
 """Rebuild an :class:`OffsetStore` from a partition of the offsets log (group-coordinator §9.6).
 
 The latest record per key wins and a tombstone deletes, so the loader first keeps only the last
-``(value, offset)`` per key bytes while reading (no decoding), then decodes the survivors. Keys that
-differ in bytes but mean the same thing (offset-commit key v0 and v1) are resolved by log offset.
+``(value, offset)`` per key bytes while reading (no decoding, column-wise in C), then decodes the
+survivors. Keys that differ in bytes but mean the same thing (offset-commit key v0 and v1) are resolved
+by log offset.
 Each key is checked, and the surviving value of each key; an unknown record type or version stops the
 load with a RecordError naming its offset.
 
@@ -10,6 +11,7 @@ The store remembers each entry's record offset; offsets of one batch are consecu
 orders commits exactly as comparing batch base offsets does (§7.3 step 5).
 """
 
+import gc
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -19,7 +21,15 @@ from zkcoord.errors import LogError
 from zkcoord.log.format import HEADER_SIZE, Batch
 from zkcoord.log.partition import PartitionLog
 from zkcoord.log.segment import ScanProblem
-from zkcoord.offsets.records import RecordKey, decode_key, decode_value, encode_record
+from zkcoord.model import TopicPartition
+from zkcoord.offsets.records import (
+    OffsetCommitKey,
+    RecordKey,
+    decode_key,
+    decode_value,
+    encode_record,
+    is_canonical_key,
+)
 from zkcoord.offsets.store import OffsetStore
 
 log = logging.getLogger(__name__)
@@ -48,29 +58,59 @@ class LoadResult:
 def load_batches(batches: Iterable[Batch], progress: Callable[[int], None] | None = None) -> LoadResult:
     """Replay ``batches`` (in log order) into a new store."""
     started = time.perf_counter()
-    latest: dict[bytes, tuple[bytes | None, int]] = {}
+    latest_value: dict[bytes, bytes | None] = {}
+    latest_offset: dict[bytes, int] = {}
     batch_count = record_count = byte_count = 0
-    for batch in batches:
-        base = batch.base_offset
-        for delta, _, key, value in batch.records:
-            latest[key] = (value, base + delta)
-        batch_count += 1
-        record_count += len(batch.records)
-        byte_count += batch.size
-        if progress is not None:
-            progress(batch.size)
+    collecting = gc.isenabled()
+    gc.disable()  # millions of long-lived tuples: generational scans would cost more than the load itself
+    try:
+        for batch in batches:
+            deltas, _, keys, values = zip(*batch.records, strict=True)
+            base = batch.base_offset
+            offsets = range(base, base + len(deltas)) if batch.last_offset_delta == len(deltas) - 1 else None
+            latest_value.update(zip(keys, values, strict=True))
+            latest_offset.update(zip(keys, offsets or map(base.__add__, deltas), strict=True))
+            batch_count += 1
+            record_count += len(batch.records)
+            byte_count += batch.size
+            if progress is not None:
+                progress(batch.size)
+        store = _decode_survivors(latest_value, latest_offset)
+    finally:
+        if collecting:
+            gc.enable()
+    return LoadResult(store, batch_count, record_count, byte_count, time.perf_counter() - started)
 
-    resolved: dict = {}
-    for key_bytes, (value_bytes, offset) in latest.items():
+
+def _decode_survivors(latest_value: dict[bytes, bytes | None], latest_offset: dict[bytes, int]) -> OffsetStore:
+    """Decode the last record of each key and apply it; logically equal keys are resolved by log offset.
+
+    Offset keys in the form zkcoord writes (``[1, group, topic, partition]``) are applied at once. Any other
+    key (group keys, version-0 or foreign encodings) may share its meaning with a differently encoded key,
+    so those are resolved by log offset among themselves and against the canonical ones at the end.
+    """
+    store = OffsetStore()
+    canonical_tombstones: dict[OffsetCommitKey, int] = {}
+    others: dict = {}
+    for (key_bytes, value_bytes), offset in zip(latest_value.items(), latest_offset.values(), strict=True):
         key = decode_key(key_bytes, offset)
         value = decode_value(key, value_bytes, offset)
-        known = resolved.get(key)
-        if known is None or known[1] < offset:
-            resolved[key] = (value, offset)
-    store = OffsetStore()
-    for key, (value, offset) in resolved.items():
+        if type(key) is OffsetCommitKey and is_canonical_key(key_bytes):
+            store.apply(key, value, offset)
+            if value is None:
+                canonical_tombstones[key] = offset
+        else:
+            known = others.get(key)
+            if known is None or known[1] < offset:
+                others[key] = (value, offset)
+    for key, (value, offset) in others.items():
+        if type(key) is OffsetCommitKey:
+            committed = store.offset(key.group, TopicPartition(key.topic, key.partition))
+            newest = max(-1 if committed is None else committed.log_offset, canonical_tombstones.get(key, -1))
+            if newest > offset:
+                continue
         store.apply(key, value, offset)
-    return LoadResult(store, batch_count, record_count, byte_count, time.perf_counter() - started)
+    return store
 
 
 def load_partition(partition: PartitionLog, progress: Callable[[int], None] | None = None) -> LoadResult:

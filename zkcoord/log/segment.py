@@ -21,6 +21,8 @@ INDEX_SUFFIX = ".index"
 _INDEX_ENTRY = struct.Struct(">II")
 _HEADER_OFFSETS = struct.Struct(">10xqq")  # base_offset, timestamp_ms after length/crc/magic/attributes
 _NAME_DIGITS = 20
+_MAX_RELATIVE = 1 << 32  # index entries hold offsets relative to the segment's base as uint32
+TEMPORARY_SUFFIX = ".tmp"
 
 
 def segment_name(base_offset: int) -> str:
@@ -157,15 +159,22 @@ class Segment:
         return True
 
     def rebuild_index_from_headers(self) -> None:
-        """Index an older segment by hopping from header to header (no record is decoded)."""
+        """Index an older segment by hopping from header to header (no record is decoded).
+
+        Headers are not checksummed here, so indexing stops at the first implausible one: the read that
+        reaches it reports the corruption (CorruptLogError) instead of a wrong index hiding it.
+        """
         self._clear_index()
-        position = 0
+        position, previous = 0, self.base_offset - 1
         while position + HEADER_SIZE <= self.size:
             header = os.pread(self.fd, HEADER_SIZE, position)
             base_offset, _ = _HEADER_OFFSETS.unpack_from(header)
             size = read_length(header, 0)
+            implausible = size < HEADER_SIZE or position + size > self.size
+            if implausible or not previous < base_offset < self.base_offset + _MAX_RELATIVE:
+                break
             self._index(base_offset, position, size)
-            position += size
+            position, previous = position + size, base_offset
 
     def _clear_index(self) -> None:
         self.index_offsets, self.index_positions = [], []
@@ -181,7 +190,7 @@ class Segment:
 
     def write_index_file(self) -> None:
         """Replace the ``.index`` file with the in-memory index and make it durable."""
-        temporary = self.index_path.with_suffix(INDEX_SUFFIX + ".tmp")
+        temporary = self.index_path.with_name(self.index_path.name + TEMPORARY_SUFFIX)
         data = b"".join(
             _INDEX_ENTRY.pack(offset - self.base_offset, position)
             for offset, position in zip(self.index_offsets, self.index_positions, strict=True)

@@ -16,7 +16,14 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from zkcoord.log.segment import INDEX_SUFFIX, LOG_SUFFIX, fsync_directory, parse_segment_name, segment_name
+from zkcoord.log.segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TEMPORARY_SUFFIX,
+    fsync_directory,
+    parse_segment_name,
+    segment_name,
+)
 
 MANIFEST = "swap.json"
 CLEANED = ".cleaned"
@@ -46,7 +53,7 @@ def read_plan(directory: Path) -> SwapPlan | None:
 
 def commit_plan(directory: Path, plan: SwapPlan) -> None:
     """Make ``plan`` durable: from here on the swap is rolled forward, even after a crash."""
-    temporary = directory / (MANIFEST + ".tmp")
+    temporary = directory / (MANIFEST + TEMPORARY_SUFFIX)
     with open(temporary, "w") as file:
         json.dump({"replaces": list(plan.replaces), "new": list(plan.new)}, file)
         file.flush()
@@ -72,14 +79,13 @@ def apply_plan(directory: Path, plan: SwapPlan) -> None:
 
 
 def discard_unfinished(directory: Path) -> list[Path]:
-    """Delete ``*.cleaned`` files of a cleaning that never reached its commit point."""
-    leftovers = sorted(path for path in directory.iterdir() if path.name.endswith(CLEANED))
+    """Delete ``*.cleaned`` files of a cleaning that never reached its commit point, and temporary files."""
+    leftovers = sorted(path for path in directory.iterdir() if path.name.endswith((CLEANED, TEMPORARY_SUFFIX)))
     for path in leftovers:
         path.unlink()
-    (directory / (MANIFEST + ".tmp")).unlink(missing_ok=True)
     if leftovers:
         fsync_directory(directory)
-    return leftovers
+    return [path for path in leftovers if path.name.endswith(CLEANED)]
 
 
 def recover(directory: Path) -> str | None:
@@ -87,8 +93,9 @@ def recover(directory: Path) -> str | None:
     plan = read_plan(directory)
     if plan is not None:
         apply_plan(directory, plan)
-        return f"completed an interrupted compaction (segments {list(plan.new)} replace {list(plan.replaces)})"
     leftovers = discard_unfinished(directory)
+    if plan is not None:
+        return f"completed an interrupted compaction (segments {list(plan.new)} replace {list(plan.replaces)})"
     if leftovers:
         return f"discarded {len(leftovers)} file(s) of an unfinished compaction"
     return None

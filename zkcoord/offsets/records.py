@@ -10,6 +10,8 @@ Pure: imports only msgpack and zkcoord.errors; no IO, no gevent, no clock.
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from sys import intern
+from typing import NamedTuple
 
 import msgpack
 
@@ -40,8 +42,7 @@ class RecordError(ZkcoordError, ValueError):
         super().__init__(message if offset is None else f"record at offset {offset}: {message}")
 
 
-@dataclass(frozen=True, slots=True)
-class OffsetCommitKey:
+class OffsetCommitKey(NamedTuple):
     """Key of a committed offset: one per (group, topic, partition)."""
 
     group: str
@@ -49,15 +50,13 @@ class OffsetCommitKey:
     partition: int
 
 
-@dataclass(frozen=True, slots=True)
-class GroupMetadataKey:
+class GroupMetadataKey(NamedTuple):
     """Key of a group's metadata record."""
 
     group: str
 
 
-@dataclass(frozen=True, slots=True)
-class OffsetCommitValue:
+class OffsetCommitValue(NamedTuple):
     """A committed offset; -1 means no per-offset expiry (``expire_timestamp``) or no ``leader_epoch``."""
 
     offset: int
@@ -328,13 +327,39 @@ def decode_key(data: bytes, offset: int | None = None) -> RecordKey:
                     and type(partition) is int
                     and _INT32_MIN <= partition <= _INT32_MAX
                 ):
-                    return OffsetCommitKey(group, topic, partition)
+                    # Interned: a loaded store holds one copy of each group and topic name, not one per key.
+                    return OffsetCommitKey(intern(group), intern(topic), partition)
             raise _mismatch(_OFFSET_COMMIT_KEY, fields, f"offset commit key v{version}", offset)
         if version == GROUP_METADATA_KEY_VERSION:
             if len(fields) == 2 and type(fields[1]) is str:
                 return GroupMetadataKey(fields[1])
             raise _mismatch(_GROUP_METADATA_KEY, fields, "group metadata key", offset)
     raise RecordError(f"unknown key version {_describe(version)}", offset)
+
+
+_CANONICAL_KEY_PREFIXES = (
+    bytes([0x94, OFFSET_COMMIT_KEY_VERSION]),  # msgpack fixarray of 4, then the version
+    bytes([0x92, GROUP_METADATA_KEY_VERSION]),
+)
+
+
+def is_canonical_key(data: bytes) -> bool:
+    """True for keys in the form zkcoord writes; any other form may equal a canonical key once decoded."""
+    return data[:2] in _CANONICAL_KEY_PREFIXES
+
+
+def canonical_key(data: bytes) -> bytes:
+    """The bytes zkcoord writes for the key ``data`` stands for (``data`` itself if it does not decode).
+
+    Compaction compares keys by these bytes, so a version-0 key and a version-1 key for the same offset are
+    one key, as the loader reads them (§9.3); otherwise a v0 value could outlive a later v1 tombstone.
+    """
+    if is_canonical_key(data):
+        return data
+    try:
+        return encode_key(decode_key(data))
+    except RecordError:
+        return data
 
 
 def decode_value(key: RecordKey, data: bytes | None, offset: int | None = None) -> RecordValue | None:

@@ -5,7 +5,7 @@ live and which tombstones offset retention must append (§7.6). Pure: must not i
 kazoo; time is an argument.
 """
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from zkcoord.model import TopicPartition
 from zkcoord.offsets.records import (
@@ -20,8 +20,7 @@ from zkcoord.offsets.records import (
 from zkcoord.offsets.retention import EMPTY, expired_offsets, view_of_loaded_group
 
 
-@dataclass(frozen=True, slots=True)
-class CommittedOffset:
+class CommittedOffset(NamedTuple):
     """A committed offset as cached, with the log offset of the batch that wrote it (§7.3 step 5)."""
 
     offset: int
