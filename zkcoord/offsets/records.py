@@ -303,6 +303,10 @@ def encode_record(key: RecordKey, value: RecordValue | None) -> tuple[bytes, byt
 # per record; the schemas above are consulted only to explain a failure.
 
 
+# NamedTuple's generated __new__ costs several times tuple.__new__; decoders build checked fields directly.
+_new = tuple.__new__
+
+
 def _unpack_array(data: bytes, what: str, offset: int | None) -> tuple:
     try:
         fields = msgpack.unpackb(data, raw=False, strict_map_key=True, use_list=False)
@@ -328,7 +332,7 @@ def decode_key(data: bytes, offset: int | None = None) -> RecordKey:
                     and _INT32_MIN <= partition <= _INT32_MAX
                 ):
                     # Interned: a loaded store holds one copy of each group and topic name, not one per key.
-                    return OffsetCommitKey(intern(group), intern(topic), partition)
+                    return _new(OffsetCommitKey, (intern(group), intern(topic), partition))
             raise _mismatch(_OFFSET_COMMIT_KEY, fields, f"offset commit key v{version}", offset)
         if version == GROUP_METADATA_KEY_VERSION:
             if len(fields) == 2 and type(fields[1]) is str:
@@ -388,7 +392,9 @@ def _decode_offset_commit_value(fields: tuple, offset: int | None) -> OffsetComm
                     and type(commit_timestamp) is int
                     and _INT64_MIN <= commit_timestamp <= _INT64_MAX
                 ):
-                    return OffsetCommitValue(committed, metadata, commit_timestamp, NO_EXPIRE_TIMESTAMP, leader_epoch)
+                    return _new(
+                        OffsetCommitValue, (committed, metadata, commit_timestamp, NO_EXPIRE_TIMESTAMP, leader_epoch)
+                    )
             raise _mismatch(_OFFSET_COMMIT_VALUE_V3, fields, "offset commit value v3", offset)
         if version == OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY:
             if len(fields) == 5:
@@ -402,7 +408,9 @@ def _decode_offset_commit_value(fields: tuple, offset: int | None) -> OffsetComm
                     and type(expire_timestamp) is int
                     and _INT64_MIN <= expire_timestamp <= _INT64_MAX
                 ):
-                    return OffsetCommitValue(committed, metadata, commit_timestamp, expire_timestamp, NO_LEADER_EPOCH)
+                    return _new(
+                        OffsetCommitValue, (committed, metadata, commit_timestamp, expire_timestamp, NO_LEADER_EPOCH)
+                    )
             raise _mismatch(_OFFSET_COMMIT_VALUE_V1, fields, "offset commit value v1", offset)
     raise RecordError(f"unknown offset commit value version {_describe(version)}", offset)
 

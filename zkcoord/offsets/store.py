@@ -33,14 +33,8 @@ class CommittedOffset(NamedTuple):
     @classmethod
     def from_value(cls, value: OffsetCommitValue, log_offset: int) -> "CommittedOffset":
         """The cache entry for ``value``, written at ``log_offset``."""
-        return cls(
-            value.offset,
-            value.metadata,
-            value.commit_timestamp,
-            value.expire_timestamp,
-            value.leader_epoch,
-            log_offset,
-        )
+        # OffsetCommitValue's fields are this tuple's first five, in order.
+        return tuple.__new__(cls, (*value, log_offset))
 
 
 class OffsetStore:
@@ -66,7 +60,7 @@ class OffsetStore:
             raise RecordError(f"cannot apply a {type(key).__name__} with a {type(value).__name__}", log_offset)
 
     def _apply_offset(self, key: OffsetCommitKey, value: OffsetCommitValue | None, log_offset: int) -> None:
-        partition = TopicPartition(key.topic, key.partition)
+        partition = tuple.__new__(TopicPartition, key[1:])  # (topic, partition), without NamedTuple's slow __new__
         if value is None:
             group_offsets = self.offsets.get(key.group)
             if group_offsets is not None and group_offsets.pop(partition, None) is not None and not group_offsets:
