@@ -2,11 +2,13 @@
 
 import gevent
 import msgpack
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from record_strategies import records
 
 from zkcoord.clock import ManualClock
+from zkcoord.errors import CorruptLogError
 from zkcoord.log import LogConfig, PartitionLog
 from zkcoord.log.cleaner import BackgroundCleaner, TokenBucket, clean
 from zkcoord.log.loader import load_partition
@@ -147,3 +149,17 @@ def test_a_version_0_key_and_its_version_1_tombstone_compact_as_one_key(tmp_path
         clean(partition, now_ms=10**9, delete_retention_ms=RETENTION_MS)
         assert entries_with_time(partition.segments[:-1]) == []
         assert len(load_partition(partition).store) == 0
+
+
+def test_a_corrupt_closed_segment_stops_the_pass_and_changes_nothing(tmp_path):
+    with write(tmp_path, [([(OffsetCommitKey("g", "t", n % 3), OffsetCommitValue(n, "", 0))], 0) for n in range(60)]):
+        pass
+    first = tmp_path / f"{0:020d}.log"
+    damaged = bytearray(first.read_bytes())
+    damaged[40] ^= 0xFF
+    first.write_bytes(bytes(damaged))
+    files_before = sorted(path.name for path in tmp_path.iterdir())
+    with PartitionLog.open(tmp_path, CONFIG) as partition, pytest.raises(CorruptLogError, match=str(first)):
+        clean(partition, now_ms=0)
+    assert sorted(path.name for path in tmp_path.iterdir()) == files_before
+    assert first.read_bytes() == bytes(damaged)

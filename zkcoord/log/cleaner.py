@@ -18,10 +18,11 @@ from dataclasses import dataclass
 
 import gevent
 
+from zkcoord.errors import CorruptLogError
 from zkcoord.log import swap
-from zkcoord.log.format import Batch, encode_entry
+from zkcoord.log.format import Batch, LogFormatError, encode_entry
 from zkcoord.log.partition import PartitionLog
-from zkcoord.log.segment import INDEX_SUFFIX, Segment, fsync_directory, segment_name
+from zkcoord.log.segment import INDEX_SUFFIX, ScanProblem, Segment, fsync_directory, segment_name
 from zkcoord.offsets.records import canonical_key
 
 log = logging.getLogger(__name__)
@@ -123,13 +124,19 @@ def clean(
 
 
 def _reader(partition: PartitionLog, segments: tuple[Segment, ...], on_io: IoHook):
+    """Batches of ``segments``; a corrupt one stops the pass with CorruptLogError before anything is swapped."""
+    config = partition.config
+
     def read():
         for segment in segments:
-            for batch in segment.batches(
-                0, segment.size, partition.config.max_message_bytes, partition.config.load_buffer_bytes
-            ):
-                on_io(batch.size)
-                yield batch
+            next_offset = segment.base_offset
+            try:
+                for batch in segment.batches(0, segment.size, config.max_message_bytes, config.load_buffer_bytes):
+                    on_io(batch.size)
+                    next_offset = batch.next_offset
+                    yield batch
+            except LogFormatError as exc:
+                raise CorruptLogError(ScanProblem.of(exc, segment.path, next_offset)) from None
 
     return read
 

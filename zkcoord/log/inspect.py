@@ -72,7 +72,7 @@ def scan_partition(
                 if visit is not None:
                     visit(path, batch)
         except LogFormatError as exc:
-            problem = ScanProblem(path, exc.position, next_offset, exc.reason, exc.torn)
+            problem = ScanProblem.of(exc, path, next_offset)
         finally:
             os.close(fd)
         summaries.append(SegmentSummary(path, base, size, batches, records, next_offset, problem))

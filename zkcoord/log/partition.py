@@ -110,7 +110,6 @@ class PartitionLog:
         self.recovery = RecoveryReport(directory)
         self.skipped: list[ScanProblem] = []
         self._segments = segments
-        self._bases = [segment.base_offset for segment in segments]
         self._lock_fd = lock_fd
         self._append_lock = Semaphore()
         self._written_seq = 0
@@ -139,11 +138,15 @@ class PartitionLog:
                 for base in bases
             ]
             fsync_directory(directory)
-            partition = cls(directory, config, clock or SystemClock(), segments, lock_fd)
         except BaseException:
             os.close(lock_fd)
             raise
-        partition._recover(compaction)
+        partition = cls(directory, config, clock or SystemClock(), segments, lock_fd)
+        try:
+            partition._recover(compaction)
+        except BaseException:
+            partition._release()
+            raise
         return partition
 
     def _recover(self, compaction: str | None) -> None:
@@ -282,7 +285,6 @@ class PartitionLog:
         segment = Segment(self.directory / segment_name(base), base, True, self.config.index_interval_bytes)
         fsync_directory(self.directory)
         self._segments.append(segment)
-        self._bases.append(base)
 
     def roll(self) -> None:
         """Start a new segment now (if the active one holds anything), so the cleaner may take it."""
@@ -303,7 +305,7 @@ class PartitionLog:
         What is appended while reading may or may not be seen.
         """
         target = self.start_offset if start_offset is None else start_offset
-        first = max(0, bisect.bisect_right(self._bases, target) - 1)
+        first = max(0, bisect.bisect_right([segment.base_offset for segment in self._segments], target) - 1)
         views = [(segment, os.dup(segment.fd), segment.written_size) for segment in self._segments[first:]]
         try:
             for number, (segment, fd, end) in enumerate(views):
@@ -316,7 +318,7 @@ class PartitionLog:
                         if next_offset > target:
                             yield batch
                 except LogFormatError as exc:
-                    self._on_corrupt(ScanProblem(segment.path, exc.position, next_offset, exc.reason, exc.torn))
+                    self._on_corrupt(ScanProblem.of(exc, segment.path, next_offset))
         finally:
             for _, fd, _ in views:
                 os.close(fd)
@@ -335,7 +337,6 @@ class PartitionLog:
         if tuple(self._segments[:count]) != tuple(replaced) or count >= len(self._segments):
             raise ValueError("only a closed prefix of the segments can be replaced")
         self._segments[:count] = list(new)
-        self._bases = [segment.base_offset for segment in self._segments]
         for segment in replaced:
             segment.close()
 
@@ -349,11 +350,14 @@ class PartitionLog:
             if self._failure is None:
                 self.flush()
         finally:
-            for segment in self._segments:
-                segment.close()
-            with contextlib.suppress(OSError):
-                os.close(self._lock_fd)
-            self._lock_fd = -1
+            self._release()
+
+    def _release(self) -> None:
+        for segment in self._segments:
+            segment.close()
+        with contextlib.suppress(OSError):
+            os.close(self._lock_fd)
+        self._lock_fd = -1
 
     def __enter__(self) -> "PartitionLog":
         return self

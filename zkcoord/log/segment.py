@@ -56,6 +56,11 @@ class ScanProblem:
     reason: str
     torn: bool
 
+    @classmethod
+    def of(cls, error: LogFormatError, path: Path, offset: int) -> "ScanProblem":
+        """The problem ``error`` found in ``path``, where ``offset`` was the next offset expected."""
+        return cls(path, error.position, offset, error.reason, error.torn)
+
     def __str__(self) -> str:
         kind = "torn entry" if self.torn else "corrupt entry"
         return f"{self.path}: {kind} at byte {self.position} (offset {self.offset}): {self.reason}"
@@ -134,7 +139,7 @@ class Segment:
                     self.first_timestamp_ms = batch.timestamp_ms
                 next_offset = batch.next_offset
         except LogFormatError as exc:
-            return exc.position, next_offset, ScanProblem(self.path, exc.position, next_offset, exc.reason, exc.torn)
+            return exc.position, next_offset, ScanProblem.of(exc, self.path, next_offset)
         return self.size, next_offset, None
 
     # -- the index ----------------------------------------------------------------------------------
