@@ -26,6 +26,7 @@ from zkcoord.offsets.records import (
     OffsetCommitKey,
     RecordKey,
     decode_key,
+    decode_offset_commit,
     decode_value,
     encode_record,
     is_canonical_key,
@@ -90,23 +91,25 @@ def _decode_survivors(latest_value: dict[bytes, bytes | None], latest_offset: di
     so those are resolved by log offset among themselves and against the canonical ones at the end.
     """
     store = OffsetStore()
-    canonical_tombstones: dict[OffsetCommitKey, int] = {}
+    canonical_tombstones: dict[tuple[str, str, int], int] = {}
     others: dict = {}
     for (key_bytes, value_bytes), offset in zip(latest_value.items(), latest_offset.values(), strict=True):
-        key = decode_key(key_bytes, offset)
+        if is_canonical_key(key_bytes):
+            record = decode_offset_commit(key_bytes, value_bytes)
+            if record is not None:
+                store.apply_offset(*record, offset)
+                if record[3] is None:
+                    canonical_tombstones[record[:3]] = offset
+                continue
+        key = decode_key(key_bytes, offset)  # the exact record, or its RecordError
         value = decode_value(key, value_bytes, offset)
-        if type(key) is OffsetCommitKey and is_canonical_key(key_bytes):
-            store.apply(key, value, offset)
-            if value is None:
-                canonical_tombstones[key] = offset
-        else:
-            known = others.get(key)
-            if known is None or known[1] < offset:
-                others[key] = (value, offset)
+        known = others.get(key)
+        if known is None or known[1] < offset:
+            others[key] = (value, offset)
     for key, (value, offset) in others.items():
         if type(key) is OffsetCommitKey:
             committed = store.offset(key.group, TopicPartition(key.topic, key.partition))
-            newest = max(-1 if committed is None else committed.log_offset, canonical_tombstones.get(key, -1))
+            newest = max(-1 if committed is None else committed.log_offset, canonical_tombstones.get(key[:3], -1))
             if newest > offset:
                 continue
         store.apply(key, value, offset)

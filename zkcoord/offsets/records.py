@@ -323,22 +323,56 @@ def decode_key(data: bytes, offset: int | None = None) -> RecordKey:
     version = fields[0]
     if type(version) is int:
         if version == OFFSET_COMMIT_KEY_VERSION or version == 0:
-            if len(fields) == 4:
-                _, group, topic, partition = fields
-                if (
-                    type(group) is str
-                    and type(topic) is str
-                    and type(partition) is int
-                    and _INT32_MIN <= partition <= _INT32_MAX
-                ):
-                    # Interned: a loaded store holds one copy of each group and topic name, not one per key.
-                    return _new(OffsetCommitKey, (intern(group), intern(topic), partition))
+            checked = _offset_key_fields(fields)
+            if checked is not None:
+                return _new(OffsetCommitKey, checked)
             raise _mismatch(_OFFSET_COMMIT_KEY, fields, f"offset commit key v{version}", offset)
         if version == GROUP_METADATA_KEY_VERSION:
             if len(fields) == 2 and type(fields[1]) is str:
                 return GroupMetadataKey(fields[1])
             raise _mismatch(_GROUP_METADATA_KEY, fields, "group metadata key", offset)
     raise RecordError(f"unknown key version {_describe(version)}", offset)
+
+
+def _offset_key_fields(fields: tuple) -> tuple[str, str, int] | None:
+    """``(group, topic, partition)`` of an offset commit key's fields, or None if they do not fit."""
+    if len(fields) == 4:
+        _, group, topic, partition = fields
+        if (
+            type(group) is str
+            and type(topic) is str
+            and type(partition) is int
+            and _INT32_MIN <= partition <= _INT32_MAX
+        ):
+            # Interned: a loaded store holds one copy of each group and topic name, not one per key.
+            return intern(group), intern(topic), partition
+    return None
+
+
+def decode_offset_commit(key_data: bytes, value_data: bytes | None) -> tuple | None:
+    """The loader's fast path: ``(group, topic, partition, value)`` of a valid offset commit record, else None.
+
+    ``value`` is an OffsetCommitValue or None (a tombstone). None as a whole means "not a valid offset commit":
+    decode with :func:`decode_key` and :func:`decode_value` for the record or its exact error.
+    """
+    try:
+        key_fields = msgpack.unpackb(key_data, raw=False, strict_map_key=True, use_list=False)
+        value_fields = (
+            None if value_data is None else msgpack.unpackb(value_data, raw=False, strict_map_key=True, use_list=False)
+        )
+    except _UNPACK_ERRORS:
+        return None
+    if type(key_fields) is not tuple or not key_fields or type(key_fields[0]) is not int:
+        return None
+    if key_fields[0] not in (0, OFFSET_COMMIT_KEY_VERSION):
+        return None
+    key = _offset_key_fields(key_fields)
+    if key is None:
+        return None
+    if value_fields is None:
+        return (*key, None)
+    value = _offset_value(value_fields) if type(value_fields) is tuple and value_fields else None
+    return None if value is None else (*key, value)
 
 
 _CANONICAL_KEY_PREFIXES = (
@@ -378,41 +412,43 @@ def decode_value(key: RecordKey, data: bytes | None, offset: int | None = None) 
 
 
 def _decode_offset_commit_value(fields: tuple, offset: int | None) -> OffsetCommitValue:
+    value = _offset_value(fields)
+    if value is not None:
+        return value
     version = fields[0]
-    if type(version) is int:
-        if version == OFFSET_COMMIT_VALUE_VERSION:
-            if len(fields) == 5:
-                _, committed, leader_epoch, metadata, commit_timestamp = fields
-                if (
-                    type(committed) is int
-                    and _INT64_MIN <= committed <= _INT64_MAX
-                    and type(leader_epoch) is int
-                    and _INT32_MIN <= leader_epoch <= _INT32_MAX
-                    and type(metadata) is str
-                    and type(commit_timestamp) is int
-                    and _INT64_MIN <= commit_timestamp <= _INT64_MAX
-                ):
-                    return _new(
-                        OffsetCommitValue, (committed, metadata, commit_timestamp, NO_EXPIRE_TIMESTAMP, leader_epoch)
-                    )
-            raise _mismatch(_OFFSET_COMMIT_VALUE_V3, fields, "offset commit value v3", offset)
-        if version == OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY:
-            if len(fields) == 5:
-                _, committed, metadata, commit_timestamp, expire_timestamp = fields
-                if (
-                    type(committed) is int
-                    and _INT64_MIN <= committed <= _INT64_MAX
-                    and type(metadata) is str
-                    and type(commit_timestamp) is int
-                    and _INT64_MIN <= commit_timestamp <= _INT64_MAX
-                    and type(expire_timestamp) is int
-                    and _INT64_MIN <= expire_timestamp <= _INT64_MAX
-                ):
-                    return _new(
-                        OffsetCommitValue, (committed, metadata, commit_timestamp, expire_timestamp, NO_LEADER_EPOCH)
-                    )
-            raise _mismatch(_OFFSET_COMMIT_VALUE_V1, fields, "offset commit value v1", offset)
+    if type(version) is int and version == OFFSET_COMMIT_VALUE_VERSION:
+        raise _mismatch(_OFFSET_COMMIT_VALUE_V3, fields, "offset commit value v3", offset)
+    if type(version) is int and version == OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY:
+        raise _mismatch(_OFFSET_COMMIT_VALUE_V1, fields, "offset commit value v1", offset)
     raise RecordError(f"unknown offset commit value version {_describe(version)}", offset)
+
+
+def _offset_value(fields: tuple) -> OffsetCommitValue | None:
+    """The value v3 or v1 ``fields`` (a non-empty tuple) stand for, or None if they do not fit."""
+    version = fields[0]
+    if len(fields) != 5 or type(version) is not int:
+        return None
+    if version == OFFSET_COMMIT_VALUE_VERSION:
+        _, committed, leader_epoch, metadata, commit_timestamp = fields
+        expire_timestamp = NO_EXPIRE_TIMESTAMP
+        if type(leader_epoch) is not int or not _INT32_MIN <= leader_epoch <= _INT32_MAX:
+            return None
+    elif version == OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY:
+        _, committed, metadata, commit_timestamp, expire_timestamp = fields
+        leader_epoch = NO_LEADER_EPOCH
+        if type(expire_timestamp) is not int or not _INT64_MIN <= expire_timestamp <= _INT64_MAX:
+            return None
+    else:
+        return None
+    if (
+        type(committed) is int
+        and _INT64_MIN <= committed <= _INT64_MAX
+        and type(metadata) is str
+        and type(commit_timestamp) is int
+        and _INT64_MIN <= commit_timestamp <= _INT64_MAX
+    ):
+        return _new(OffsetCommitValue, (committed, metadata, commit_timestamp, expire_timestamp, leader_epoch))
+    return None
 
 
 def _decode_group_metadata_value(fields: tuple, offset: int | None) -> GroupMetadataValue:

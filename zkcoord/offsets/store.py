@@ -49,7 +49,7 @@ class OffsetStore:
     def apply(self, key: RecordKey, value: RecordValue | None, log_offset: int) -> None:
         """Upsert or delete one record (§9.6 step 4); ``value`` None is a tombstone."""
         if type(key) is OffsetCommitKey and (value is None or type(value) is OffsetCommitValue):
-            self._apply_offset(key, value, log_offset)
+            self.apply_offset(*key, value, log_offset)
         elif type(key) is GroupMetadataKey and (value is None or type(value) is GroupMetadataValue):
             if value is None:
                 # The group's offsets stay: they have keys of their own (§9.6 step 5, offsets-only groups).
@@ -59,14 +59,17 @@ class OffsetStore:
         else:
             raise RecordError(f"cannot apply a {type(key).__name__} with a {type(value).__name__}", log_offset)
 
-    def _apply_offset(self, key: OffsetCommitKey, value: OffsetCommitValue | None, log_offset: int) -> None:
-        partition = tuple.__new__(TopicPartition, key[1:])  # (topic, partition), without NamedTuple's slow __new__
+    def apply_offset(
+        self, group: str, topic: str, partition_index: int, value: OffsetCommitValue | None, log_offset: int
+    ) -> None:
+        """:meth:`apply` for an offset commit record, given the fields of its key."""
+        partition = tuple.__new__(TopicPartition, (topic, partition_index))  # NamedTuple's own __new__ is slow
         if value is None:
-            group_offsets = self.offsets.get(key.group)
+            group_offsets = self.offsets.get(group)
             if group_offsets is not None and group_offsets.pop(partition, None) is not None and not group_offsets:
-                del self.offsets[key.group]
+                del self.offsets[group]
             return
-        group_offsets = self.offsets.setdefault(key.group, {})
+        group_offsets = self.offsets.setdefault(group, {})
         cached = group_offsets.get(partition)
         # Equal log offsets come from one batch, where the later record wins; a higher one means the cached
         # commit was written later (a transactional commit materialised out of log order, §7.3 step 5, §7.4).
