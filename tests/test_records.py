@@ -24,6 +24,7 @@ from zkcoord.offsets.records import (
     OffsetCommitValue,
     RecordError,
     decode_key,
+    decode_offset_commit,
     decode_value,
     encode_key,
     encode_record,
@@ -399,3 +400,22 @@ def test_non_bytes_input_raises_record_error(data):
         decode_key(data)
     with pytest.raises(RecordError, match="not valid msgpack"):
         decode_value(OFFSET_KEY, data)
+
+
+@given(records())
+def test_the_loaders_fast_path_agrees_with_the_full_decoders(record):
+    key, value = record
+    key_bytes, value_bytes = encode_record(key, value)
+    fast = decode_offset_commit(key_bytes, value_bytes)
+    if type(key) is OffsetCommitKey:
+        assert fast == (key.group, key.topic, key.partition, decode_value(key, value_bytes))
+    else:
+        assert fast is None
+
+
+@given(st.binary(max_size=64), st.none() | st.binary(max_size=64))
+def test_the_loaders_fast_path_never_raises_and_never_accepts_what_the_decoders_refuse(key_bytes, value_bytes):
+    fast = decode_offset_commit(key_bytes, value_bytes)
+    if fast is not None:
+        key = decode_key(key_bytes)
+        assert fast == (*key, decode_value(key, value_bytes))
