@@ -340,7 +340,7 @@ def cmd_log_verify(args: argparse.Namespace) -> int:
                         "directory": str(summary.directory),
                         "segments": len(summary.segments),
                         "records": summary.records,
-                        "bytes": sum(segment.size for segment in summary.segments),
+                        "bytes": summary.bytes,
                         "pending_compaction": summary.pending_swap,
                         "problems": [
                             {
@@ -362,9 +362,9 @@ def cmd_log_verify(args: argparse.Namespace) -> int:
             (
                 summary.directory.name,
                 len(summary.segments),
-                sum(segment.batches for segment in summary.segments),
+                summary.batches,
                 summary.records,
-                sum(segment.size for segment in summary.segments),
+                summary.bytes,
                 "ok" if not summary.problems else ", ".join(kind for kind, _ in summary.problems),
             )
             for summary in summaries

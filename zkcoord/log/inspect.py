@@ -51,6 +51,14 @@ class PartitionSummary:
     def records(self) -> int:
         return sum(segment.records for segment in self.segments)
 
+    @property
+    def batches(self) -> int:
+        return sum(segment.batches for segment in self.segments)
+
+    @property
+    def bytes(self) -> int:
+        return sum(segment.size for segment in self.segments)
+
 
 def scan_partition(
     directory: Path, config: LogConfig | None = None, visit: Callable[[Path, Batch], None] | None = None
