@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from record_strategies import records
 
 from zkcoord.clock import ManualClock
-from zkcoord.errors import CorruptLogError
+from zkcoord.errors import CorruptLogError, LogError
 from zkcoord.log import LogConfig, PartitionLog
 from zkcoord.log.cleaner import BackgroundCleaner, TokenBucket, clean
 from zkcoord.log.loader import load_partition
@@ -163,3 +163,14 @@ def test_a_corrupt_closed_segment_stops_the_pass_and_changes_nothing(tmp_path):
         clean(partition, now_ms=0)
     assert sorted(path.name for path in tmp_path.iterdir()) == files_before
     assert first.read_bytes() == bytes(damaged)
+
+
+def test_a_partition_closed_during_a_pass_is_left_as_it_was(tmp_path):
+    with write(tmp_path, [([(OffsetCommitKey("g", "t", n % 3), OffsetCommitValue(n, "", 0))], 0) for n in range(60)]):
+        pass
+    before = {path.name: path.read_bytes() for path in tmp_path.glob("*.log")}
+    partition = PartitionLog.open(tmp_path, CONFIG)
+    with pytest.raises(LogError, match="closed during compaction"):
+        clean(partition, now_ms=0, on_io=lambda _: partition.close())
+    assert {path.name: path.read_bytes() for path in tmp_path.glob("*.log")} == before
+    assert not list(tmp_path.glob("*.cleaned"))

@@ -12,17 +12,19 @@ new set. :class:`BackgroundCleaner` runs passes in a greenlet, within an IO budg
 """
 
 import logging
+import os
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import gevent
 
-from zkcoord.errors import CorruptLogError
+from zkcoord.errors import CorruptLogError, LogError
 from zkcoord.log import swap
 from zkcoord.log.format import Batch, LogFormatError, encode_entry
 from zkcoord.log.partition import PartitionLog
-from zkcoord.log.segment import INDEX_SUFFIX, ScanProblem, Segment, fsync_directory, segment_name
+from zkcoord.log.segment import INDEX_SUFFIX, ScanProblem, Segment, fsync_directory, read_batches, segment_name
 from zkcoord.offsets.records import canonical_key
 
 log = logging.getLogger(__name__)
@@ -71,46 +73,15 @@ def clean(
     if not closed:
         return None
     retention = partition.config.delete_retention_ms if delete_retention_ms is None else delete_retention_ms
-    read = _reader(partition, closed, on_io)
-
-    latest: dict[bytes, int] = {}
-    records_read = 0
-    for batch in read():
-        base = batch.base_offset
-        for delta, _, key, _ in batch.records:
-            latest[canonical_key(key)] = base + delta
-        records_read += len(batch.records)
-
-    writer = _CleanedWriter(partition, on_io)
-    records_kept = tombstones_dropped = 0
+    read, close = _reader(partition, closed, on_io)
     try:
-        for batch in read():
-            kept = []
-            base = batch.base_offset
-            expired = now_ms - batch.timestamp_ms >= retention
-            for record in batch.records:
-                delta, _, key, value = record
-                if latest[canonical_key(key)] != base + delta:
-                    continue
-                if value is None and expired:
-                    tombstones_dropped += 1
-                    continue
-                kept.append(record)
-            if kept:
-                records_kept += len(kept)
-                writer.write(batch, kept)
-        new_segments = writer.finish()
-    except BaseException:
-        writer.abandon()
-        raise
-
-    plan = swap.SwapPlan(tuple(segment.base_offset for segment in closed), tuple(s.base_offset for s in new_segments))
-    swap.commit_plan(partition.directory, plan)
-    swap.apply_plan(partition.directory, plan)
-    for segment in new_segments:
-        segment.path = partition.directory / segment_name(segment.base_offset)
-        segment.index_path = segment.path.with_suffix(INDEX_SUFFIX)
-    partition.replace_segments(closed, new_segments)
+        latest, records_read = _last_offset_per_key(read)
+        new_segments, records_kept, tombstones_dropped = _copy_latest(
+            partition, read, latest, now_ms - retention, on_io
+        )
+        _swap_in(partition, closed, new_segments)
+    finally:
+        close()
     return CleanResult(
         len(closed),
         len(new_segments),
@@ -123,22 +94,82 @@ def clean(
     )
 
 
+def _last_offset_per_key(read) -> tuple[dict[bytes, int], int]:
+    latest: dict[bytes, int] = {}
+    records_read = 0
+    for batch in read():
+        base = batch.base_offset
+        for delta, _, key, _ in batch.records:
+            latest[canonical_key(key)] = base + delta
+        records_read += len(batch.records)
+    return latest, records_read
+
+
+def _copy_latest(
+    partition: PartitionLog, read, latest: dict[bytes, int], tombstone_horizon_ms: int, on_io: IoHook
+) -> tuple[list[Segment], int, int]:
+    """Write the still-latest records to ``.cleaned`` segments; tombstones from batches at or before the horizon go."""
+    writer = _CleanedWriter(partition, on_io)
+    records_kept = tombstones_dropped = 0
+    try:
+        for batch in read():
+            kept = []
+            base = batch.base_offset
+            expired = batch.timestamp_ms <= tombstone_horizon_ms
+            for record in batch.records:
+                delta, _, key, value = record
+                if latest[canonical_key(key)] != base + delta:
+                    continue
+                if value is None and expired:
+                    tombstones_dropped += 1
+                    continue
+                kept.append(record)
+            if kept:
+                records_kept += len(kept)
+                writer.write(batch, kept)
+        if partition.closed:
+            raise LogError(f"{partition.directory} was closed during compaction; nothing was swapped")
+        return writer.finish(), records_kept, tombstones_dropped
+    except BaseException:
+        writer.abandon()
+        raise
+
+
+def _swap_in(partition: PartitionLog, closed: tuple[Segment, ...], new_segments: list[Segment]) -> None:
+    plan = swap.SwapPlan(tuple(segment.base_offset for segment in closed), tuple(s.base_offset for s in new_segments))
+    swap.commit_plan(partition.directory, plan)
+    swap.apply_plan(partition.directory, plan)
+    for segment in new_segments:
+        segment.path = partition.directory / segment_name(segment.base_offset)
+        segment.index_path = segment.path.with_suffix(INDEX_SUFFIX)
+    partition.replace_segments(closed, new_segments)
+
+
 def _reader(partition: PartitionLog, segments: tuple[Segment, ...], on_io: IoHook):
-    """Batches of ``segments``; a corrupt one stops the pass with CorruptLogError before anything is swapped."""
+    """Batches of ``segments``; a corrupt one stops the pass with CorruptLogError before anything is swapped.
+
+    Reads through duplicated descriptors taken now, so a partition closed during a (yielding) pass cannot
+    make the pass read a reused descriptor.
+    """
     config = partition.config
+    views = [(segment, os.dup(segment.fd), segment.size) for segment in segments]
 
     def read():
-        for segment in segments:
+        for segment, fd, size in views:
             next_offset = segment.base_offset
             try:
-                for batch in segment.batches(0, segment.size, config.max_message_bytes, config.load_buffer_bytes):
+                for batch in read_batches(fd, 0, size, config.max_message_bytes, config.load_buffer_bytes):
                     on_io(batch.size)
                     next_offset = batch.next_offset
                     yield batch
             except LogFormatError as exc:
                 raise CorruptLogError(ScanProblem.of(exc, segment.path, next_offset)) from None
 
-    return read
+    def close():
+        for _, fd, _ in views:
+            os.close(fd)
+
+    return read, close
 
 
 class _CleanedWriter:
@@ -211,7 +242,7 @@ class BackgroundCleaner:
         self.partitions: list[PartitionLog] = []
         self._clean_bytes: dict[int, int] = {}
         self._greenlet: gevent.Greenlet | None = None
-        self.results: list[CleanResult] = []
+        self.results: deque[CleanResult] = deque(maxlen=64)  # the latest passes, for metrics and tests
 
     def add(self, partition: PartitionLog) -> None:
         self.partitions.append(partition)

@@ -180,6 +180,10 @@ class PartitionLog:
         return tuple(self._segments)
 
     @property
+    def closed(self) -> bool:
+        return self._lock_fd < 0
+
+    @property
     def size_bytes(self) -> int:
         return sum(segment.size for segment in self._segments)
 
