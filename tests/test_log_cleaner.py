@@ -12,6 +12,7 @@ from zkcoord.errors import CorruptLogError, LogError
 from zkcoord.log import LogConfig, PartitionLog
 from zkcoord.log.cleaner import BackgroundCleaner, TokenBucket, clean
 from zkcoord.log.loader import load_partition
+from zkcoord.log.segment import read_batches
 from zkcoord.offsets.records import OffsetCommitKey, OffsetCommitValue, encode_record
 
 CONFIG = LogConfig(segment_bytes=1024, max_message_bytes=1024, index_interval_bytes=128)
@@ -30,7 +31,7 @@ def entries_with_time(segments, config=CONFIG):
     return [
         (offset, key, value, batch.timestamp_ms)
         for segment in segments
-        for batch in segment.batches(0, segment.size, config.max_message_bytes, config.load_buffer_bytes)
+        for batch in read_batches(segment.fd, 0, segment.size, config.max_message_bytes, config.load_buffer_bytes)
         for offset, key, value in batch.entries()
     ]
 

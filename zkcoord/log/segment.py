@@ -110,7 +110,6 @@ class Segment:
         self.path = path
         self.base_offset = base_offset
         self.index_path = path.with_suffix(INDEX_SUFFIX)
-        self.writable = writable
         self.index_interval = index_interval
         self.fd = os.open(path, (os.O_RDWR | os.O_CREAT) if writable else os.O_RDONLY, 0o644)
         self.size = os.fstat(self.fd).st_size
@@ -123,9 +122,6 @@ class Segment:
         self._bytes_since_index = 0
 
     # -- reading ------------------------------------------------------------------------------------
-
-    def batches(self, start: int, end: int, max_entry_bytes: int, chunk_bytes: int) -> Iterator[Batch]:
-        return read_batches(self.fd, start, end, max_entry_bytes, chunk_bytes)
 
     def scan(self, max_entry_bytes: int, chunk_bytes: int) -> tuple[int, int, ScanProblem | None]:
         """Validate every entry: ``(valid_size, next_offset, problem)``, rebuilding the in-memory index."""
