@@ -215,11 +215,12 @@ def _append_concurrently(partition: PartitionLog, synced: dict[int, int], append
     gevent.joinall([gevent.spawn(appender, number) for number in range(appenders)], raise_error=True)
     (segment,) = partition.segments
     config = partition.config
-    entry_ends = {
-        batch.base_offset: position + batch.size
+    entry_ends = {  # offset → end of the entry holding it (group writes a round's appends as one entry)
+        offset: position + batch.size
         for position, batch in check_batches(
             segment.fd, 0, segment.size, config.max_message_bytes, config.load_buffer_bytes
         )
+        for offset, _, _ in batch.entries()
     }
     assert len(entry_ends) == len(acknowledged) == appenders * each
     return [offset for offset, synced_then in acknowledged if synced_then < entry_ends[offset]]
@@ -236,6 +237,28 @@ def test_group_shares_fsyncs_between_concurrent_appends_and_acknowledges_only_af
         assert _append_concurrently(partition, synced_sizes, appenders=32, each=5) == []
         assert partition.end_offset == 160
         assert partition.fsync_count <= 160 // 4
+        assert replay(partition) == [(offset, b"k%d" % (offset % 32), b"v" * 150) for offset in range(160)]
+
+
+def test_group_writes_a_round_as_few_entries_as_message_max_bytes_allows(tmp_path):
+    config = LogConfig(flush_policy="group", max_message_bytes=1000, segment_bytes=4000)
+    with PartitionLog.open(tmp_path, config) as partition:
+        results = []
+
+        def appender(number: int) -> None:
+            results.append(partition.append([(b"k%d" % number, b"v" * 100)] * 3, timestamp_ms=number))
+
+        gevent.joinall([gevent.spawn(appender, number) for number in range(20)], raise_error=True)
+        batches = list(partition.read())
+        assert all(batch.size <= 1000 for batch in batches)
+        assert 1 < len(batches) < 20  # merged, and split where an entry would outgrow message.max.bytes
+        assert sorted((r.base_offset, r.last_offset) for r in results) == [(3 * n, 3 * n + 2) for n in range(20)]
+        by_offset = {offset: key for batch in batches for offset, key, _ in batch.entries()}
+        for result in results:  # each append's records are contiguous, in its own order
+            assert {by_offset[offset] for offset in range(result.base_offset, result.last_offset + 1)} == {
+                b"k%d" % result.timestamp_ms
+            }
+        assert [batch.timestamp_ms for batch in batches] == sorted(batch.timestamp_ms for batch in batches)
 
 
 def test_never_leaves_fsync_to_the_os_until_close(tmp_path, synced_sizes):

@@ -30,7 +30,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from zkcoord.errors import CorruptLogError
-from zkcoord.log import Batch, LogConfig, PartitionLog, swap
+from zkcoord.log import LogConfig, PartitionLog, swap
 from zkcoord.log.cleaner import clean
 from zkcoord.log.loader import load_partition
 from zkcoord.offsets.records import OffsetCommitKey, OffsetCommitValue, encode_record
@@ -171,29 +171,33 @@ def check_appends_survived(run: AppendRun, directory: Path, acks: list[tuple[int
         else:
             assert report.bytes_cut == 0
 
-        # Contiguous offsets from 0 to the end, every batch one the child made, in each appender's order.
+        # Contiguous offsets from 0 to the end, every append one the child made, in each appender's order.
+        # (Under `group` one batch may hold a whole round of appends.)
         assert log.start_offset == 0
-        expected_offset = 0
-        next_sequence = [0] * run.appenders
-        origin_at: dict[int, tuple[int, Batch, str]] = {}
+        records = []
         for batch in batches:
-            assert batch.base_offset == expected_offset, f"gap or overlap before offset {batch.base_offset}"
+            assert batch.base_offset == len(records), f"gap or overlap before offset {batch.base_offset}"
             assert [delta for delta, *_ in batch.records] == list(range(len(batch.records)))
-            pairs = pairs_of(batch)
-            appender, sequence = batch_origin(pairs)
-            assert sequence == next_sequence[appender], f"appender {appender}: batch {sequence} out of order"
-            assert pairs == workload_batch(run.seed, appender, sequence), f"batch at {batch.base_offset} altered"
+            records += [(key, value) for _, key, value in batch.entries()]
+        assert len(records) == end_offset, f"gap or overlap: records end at {len(records)}, log at {end_offset}"
+        next_sequence = [0] * run.appenders
+        origin_at: dict[int, tuple[int, int, str]] = {}
+        offset = 0
+        while offset < len(records):
+            appender, sequence = batch_origin(records[offset : offset + 1])
+            expected = workload_batch(run.seed, appender, sequence)
+            assert sequence == next_sequence[appender], f"appender {appender}: append {sequence} out of order"
+            assert records[offset : offset + len(expected)] == expected, f"append at {offset} altered"
             next_sequence[appender] += 1
-            origin_at[batch.base_offset] = (appender, batch, batch_digest(pairs))
-            expected_offset = batch.next_offset
-        assert expected_offset == end_offset, f"gap or overlap: batches end at {expected_offset}, log at {end_offset}"
+            origin_at[offset] = (appender, offset + len(expected) - 1, batch_digest(expected))
+            offset += len(expected)
 
         # Every acknowledged append is there with exactly the acknowledged content.
         acked = [0] * run.appenders
         for base_offset, last_offset, digest in acks:
-            assert base_offset in origin_at, f"acknowledged batch at offset {base_offset} lost"
-            appender, batch, found = origin_at[base_offset]
-            assert (batch.last_offset, found) == (last_offset, digest), f"batch at {base_offset} is not the acked one"
+            assert base_offset in origin_at, f"acknowledged append at offset {base_offset} lost"
+            appender, last_found, found = origin_at[base_offset]
+            assert (last_found, found) == (last_offset, digest), f"append at {base_offset} is not the acked one"
             acked[appender] += 1
         # An appender has at most one batch in flight: at most one unacknowledged batch of it survives.
         for appender in range(run.appenders):

@@ -34,7 +34,7 @@ from zkcoord.clock import SystemClock
 from zkcoord.errors import CorruptLogError, LogInUseError, LogStorageError, RecordTooLargeError
 from zkcoord.log import swap
 from zkcoord.log.config import FLUSH_ALWAYS, FLUSH_GROUP, LogConfig
-from zkcoord.log.format import Batch, LogFormatError, encode_records
+from zkcoord.log.format import HEADER_SIZE, Batch, LogFormatError, encode_entry, encode_records
 from zkcoord.log.segment import (
     ScanProblem,
     Segment,
@@ -100,6 +100,17 @@ def partition_directories(path: str | os.PathLike) -> list[Path]:
     return sorted(child for child in root.iterdir() if child.is_dir() and is_partition(child))
 
 
+def _records_bound(records: Sequence[tuple[bytes, bytes | None]]) -> int:
+    """An upper bound of the encoded size of ``records`` in an entry; TypeError unless keys and values are bytes."""
+    size = 0
+    for key, value in records:
+        if type(key) is not bytes or (value is not None and type(value) is not bytes):
+            raise TypeError("records are (key bytes, value bytes or None) pairs")
+        # [offset_delta (≤ 5 bytes), attributes (1), bin key (≤ 5 + len), bin or nil value (≤ 5 + len)] + array head
+        size += len(key) + (len(value) if value is not None else 0) + 17
+    return size
+
+
 class PartitionLog:
     """An open, writable partition directory. Use :meth:`open`."""
 
@@ -117,6 +128,10 @@ class PartitionLog:
         self._flusher: gevent.Greenlet | None = None
         self._round_done = Event()
         self._failure: LogStorageError | None = None
+        self._end_offset = segments[-1].next_offset
+        # group policy: appends waiting for the next round, as (base_offset, timestamp_ms, records, size bound)
+        self._pending: list[tuple[int, int, Sequence[tuple[bytes, bytes | None]], int]] = []
+        self._round_budget = config.max_message_bytes - HEADER_SIZE - 8  # payload of one entry, msgpack array head
         self.fsync_count = 0
 
     # -- opening ------------------------------------------------------------------------------------
@@ -159,7 +174,7 @@ class PartitionLog:
         cut = active.size - valid
         if problem is not None:
             active.truncate(valid)
-        active.next_offset = next_offset
+        active.next_offset = self._end_offset = next_offset
         self.recovery = RecoveryReport(self.directory, problem, cut, compaction)
         if problem is not None or compaction:
             log.warning("recovered %s", self.recovery)
@@ -173,7 +188,7 @@ class PartitionLog:
     @property
     def end_offset(self) -> int:
         """The offset the next record will get."""
-        return self._segments[-1].next_offset
+        return self._end_offset
 
     @property
     def segments(self) -> tuple[Segment, ...]:
@@ -200,37 +215,82 @@ class PartitionLog:
             raise self._failure
         timestamp_ms = self.clock.now_ms() if timestamp_ms is None else timestamp_ms
         policy = self.config.flush_policy
+        if policy == FLUSH_GROUP:
+            return self._append_to_round(records, timestamp_ms)
         if policy == FLUSH_ALWAYS:
             with self._append_lock:
-                result = self._buffer(records, timestamp_ms)
+                result = self._append_now(records, timestamp_ms)
                 self._guarded(self._sync_off_loop)
             return result
-        result = self._buffer(records, timestamp_ms)
-        if policy == FLUSH_GROUP:
-            self._await_durable(self._written_seq)
-        else:
-            self._guarded(self._segments[-1].write_out)
+        result = self._append_now(records, timestamp_ms)
+        self._guarded(self._segments[-1].write_out)
         return result
 
-    def _buffer(self, records: Sequence[tuple[bytes, bytes | None]], timestamp_ms: int) -> AppendResult:
-        active = self._segments[-1]
-        base_offset = active.next_offset
+    def _append_now(self, records: Sequence[tuple[bytes, bytes | None]], timestamp_ms: int) -> AppendResult:
+        base_offset = self._end_offset
+        entry = self._encode(base_offset, timestamp_ms, records)
+        self._place(entry, base_offset, base_offset + len(records), timestamp_ms)
+        self._end_offset += len(records)
+        self._written_seq += 1
+        return AppendResult(base_offset, self._end_offset - 1, timestamp_ms)
+
+    def _append_to_round(self, records: Sequence[tuple[bytes, bytes | None]], timestamp_ms: int) -> AppendResult:
+        """Reserve offsets and wait for the flusher, which writes each round's appends as one entry."""
+        size = _records_bound(records)
+        if size > self._round_budget:  # the bound is loose: only an exact encoding can refuse the append
+            self._encode(0, timestamp_ms, records)
+        base_offset = self._end_offset
+        self._end_offset += len(records)
+        self._pending.append((base_offset, timestamp_ms, records, size))
+        self._written_seq += 1
+        self._await_durable(self._written_seq)
+        return AppendResult(base_offset, base_offset + len(records) - 1, timestamp_ms)
+
+    def _encode(self, base_offset: int, timestamp_ms: int, records: Sequence[tuple[bytes, bytes | None]]) -> bytes:
         entry = encode_records(base_offset, timestamp_ms, records)
         if len(entry) > self.config.max_message_bytes:
             raise RecordTooLargeError(
                 f"a batch of {len(records)} records is {len(entry)} bytes, more than message.max.bytes="
                 f"{self.config.max_message_bytes}"
             )
+        return entry
+
+    def _place(self, entry: bytes, base_offset: int, next_offset: int, timestamp_ms: int) -> None:
+        """Buffer an encoded entry in the active segment, rolling first if it is full or old."""
+        active = self._segments[-1]
         if active.size and (
             active.size + len(entry) > self.config.segment_bytes
             or timestamp_ms - (active.first_timestamp_ms or timestamp_ms) >= self.config.roll_ms
         ):
             self._guarded(self._roll)
             active = self._segments[-1]
-        next_offset = base_offset + len(records)
         active.append(entry, base_offset, next_offset, timestamp_ms)
-        self._written_seq += 1
-        return AppendResult(base_offset, next_offset - 1, timestamp_ms)
+
+    def _place_pending(self) -> None:
+        """Encode the appends waiting for this round, as few entries as ``message.max.bytes`` allows."""
+        pending, self._pending = self._pending, []
+        entry: list = []
+        used = 0
+        for append in pending:
+            if entry and used + append[3] > self._round_budget:
+                self._place_merged(entry)
+                entry, used = [], 0
+            entry.append(append)
+            used += append[3]
+        if entry:
+            self._place_merged(entry)
+
+    def _place_merged(self, appends: list) -> None:
+        base_offset = appends[0][0]
+        records = [
+            (start - base_offset + index, 0, key, value)
+            for start, _, pairs, _ in appends
+            for index, (key, value) in enumerate(pairs)
+        ]
+        # One timestamp per entry: the newest, so no tombstone in it is dropped before its own retention.
+        timestamp_ms = max(append[1] for append in appends)
+        entry = encode_entry(base_offset, timestamp_ms, records)
+        self._place(entry, base_offset, base_offset + records[-1][0] + 1, timestamp_ms)
 
     def _guarded(self, action) -> None:
         """Run a write or fsync; a failure fails the log, as no later fsync can vouch for the lost pages."""
@@ -240,7 +300,7 @@ class PartitionLog:
             self._fail(exc)
             raise self._failure from exc
 
-    def _fail(self, exc: OSError) -> None:
+    def _fail(self, exc: Exception) -> None:
         if self._failure is None:
             self._failure = LogStorageError(f"{self.directory}: {exc}; reopen the log to recover")
             log.error("offsets log failed: %s", self._failure)
@@ -269,14 +329,19 @@ class PartitionLog:
         try:
             while self._durable_seq < self._written_seq and self._failure is None:
                 try:
+                    self._place_pending()
                     self._sync_off_loop()
-                except OSError as exc:
+                except (OSError, LogStorageError) as exc:
                     self._fail(exc)
                 finally:
-                    done, self._round_done = self._round_done, Event()
-                    done.set()
+                    self._wake_waiters()
         finally:
             self._flusher = None
+            self._wake_waiters()  # a flush() may have made them durable before this greenlet ran
+
+    def _wake_waiters(self) -> None:
+        done, self._round_done = self._round_done, Event()
+        done.set()
 
     def _roll(self) -> None:
         """Close the active segment durably (data and index), then start a new one at the log end."""
@@ -292,13 +357,16 @@ class PartitionLog:
 
     def roll(self) -> None:
         """Start a new segment now (if the active one holds anything), so the cleaner may take it."""
+        self._place_pending()
         if self._segments[-1].size:
             self._guarded(self._roll)
 
     def flush(self) -> None:
         """Write and fsync everything appended so far, whatever the policy."""
         with self._append_lock:
+            self._place_pending()
             self._guarded(lambda: self._sync(Segment.fsync))
+        self._wake_waiters()
 
     # -- reading ------------------------------------------------------------------------------------
 
