@@ -8,9 +8,9 @@ they were rolled, so they are only checked as they are read; a corrupt one stops
 Appends are acknowledged (``append`` returns) only when the flush policy is met:
 
 * ``always``: the entry is written and fsynced before the next append may write;
-* ``group``: entries wait in memory; one flusher greenlet writes all that are waiting with one system
-  call and fsyncs them on gevent's thread pool, so concurrent appends share one fsync and the loop
-  keeps running during it;
+* ``group``: an append reserves its offsets and waits; one flusher greenlet encodes all that are waiting
+  as one entry (split only at ``message.max.bytes``), writes it with one system call and fsyncs it on
+  gevent's thread pool, so concurrent appends share one fsync and the loop keeps running during it;
 * ``never``: written at once, fsynced only on roll and close.
 
 A log belongs to the gevent hub (thread) that opened it; greenlets of that hub may append concurrently.
@@ -100,6 +100,13 @@ def partition_directories(path: str | os.PathLike) -> list[Path]:
     return sorted(child for child in root.iterdir() if child.is_dir() and is_partition(child))
 
 
+class _PendingAppend(NamedTuple):
+    base_offset: int
+    timestamp_ms: int
+    records: Sequence[tuple[bytes, bytes | None]]
+    size_bound: int  # of the records once encoded, from _records_bound
+
+
 def _records_bound(records: Sequence[tuple[bytes, bytes | None]]) -> int:
     """An upper bound of the encoded size of ``records`` in an entry; TypeError unless keys and values are bytes."""
     size = 0
@@ -129,8 +136,7 @@ class PartitionLog:
         self._round_done = Event()
         self._failure: LogStorageError | None = None
         self._end_offset = segments[-1].next_offset
-        # group policy: appends waiting for the next round, as (base_offset, timestamp_ms, records, size bound)
-        self._pending: list[tuple[int, int, Sequence[tuple[bytes, bytes | None]], int]] = []
+        self._pending: list[_PendingAppend] = []  # group policy: appends waiting for the next round
         self._round_budget = config.max_message_bytes - HEADER_SIZE - 8  # payload of one entry, msgpack array head
         self.fsync_count = 0
 
@@ -205,7 +211,9 @@ class PartitionLog:
     # -- appending ----------------------------------------------------------------------------------
 
     def append(self, records: Sequence[tuple[bytes, bytes | None]], timestamp_ms: int | None = None) -> AppendResult:
-        """Append ``(key, value)`` records as one batch; returns when the flush policy is met.
+        """Append ``(key, value)`` records, contiguous and all-or-nothing; returns when the flush policy is met.
+
+        Under ``always`` and ``never`` they are one batch; under ``group`` they share a batch with their round.
 
         Raises RecordTooLargeError (nothing written) or LogStorageError (the log has failed).
         """
@@ -241,7 +249,7 @@ class PartitionLog:
             self._encode(0, timestamp_ms, records)
         base_offset = self._end_offset
         self._end_offset += len(records)
-        self._pending.append((base_offset, timestamp_ms, records, size))
+        self._pending.append(_PendingAppend(base_offset, timestamp_ms, records, size))
         self._written_seq += 1
         self._await_durable(self._written_seq)
         return AppendResult(base_offset, base_offset + len(records) - 1, timestamp_ms)
@@ -272,23 +280,23 @@ class PartitionLog:
         entry: list = []
         used = 0
         for append in pending:
-            if entry and used + append[3] > self._round_budget:
+            if entry and used + append.size_bound > self._round_budget:
                 self._place_merged(entry)
                 entry, used = [], 0
             entry.append(append)
-            used += append[3]
+            used += append.size_bound
         if entry:
             self._place_merged(entry)
 
-    def _place_merged(self, appends: list) -> None:
-        base_offset = appends[0][0]
+    def _place_merged(self, appends: list[_PendingAppend]) -> None:
+        base_offset = appends[0].base_offset
         records = [
-            (start - base_offset + index, 0, key, value)
-            for start, _, pairs, _ in appends
-            for index, (key, value) in enumerate(pairs)
+            (append.base_offset - base_offset + index, 0, key, value)
+            for append in appends
+            for index, (key, value) in enumerate(append.records)
         ]
         # One timestamp per entry: the newest, so no tombstone in it is dropped before its own retention.
-        timestamp_ms = max(append[1] for append in appends)
+        timestamp_ms = max(append.timestamp_ms for append in appends)
         entry = encode_entry(base_offset, timestamp_ms, records)
         self._place(entry, base_offset, base_offset + records[-1][0] + 1, timestamp_ms)
 
