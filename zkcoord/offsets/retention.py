@@ -7,7 +7,7 @@ modules, gevent, kazoo, or the store (only its type, for annotations).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -90,17 +90,27 @@ def _expired(
 
 def subscribed_topics(group: GroupMetadataValue) -> frozenset[str] | None:
     """Topics the members of a "consumer" group subscribe to (§7.6); None if unknown or not a consumer group."""
-    if group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+    return topics_of_subscriptions(
+        group.protocol_type, group.protocol, [member.subscription for member in group.members]
+    )
+
+
+def topics_of_subscriptions(
+    protocol_type: str | None, protocol: str | None, subscriptions: Iterable[bytes]
+) -> frozenset[str] | None:
+    """The union of the topics in ``subscriptions`` (wire-protocol §4); None if unknown or not a consumer group."""
+    if protocol_type != CONSUMER_PROTOCOL_TYPE:
         return None
-    if not group.members:
+    subscriptions = list(subscriptions)
+    if not subscriptions:
         return frozenset()
-    if group.protocol is None:
+    if protocol is None:
         # Kafka parses only when a protocol was chosen (GM computeSubscribedTopics).
         return None
     topics: set[str] = set()
-    for member in group.members:
+    for subscription in subscriptions:
         try:
-            topics.update(decode_subscription(member.subscription).topics)
+            topics.update(decode_subscription(subscription).topics)
         except ConsumerProtocolError:
             return None
     return frozenset(topics)

@@ -1,0 +1,57 @@
+"""Keyed timers as data: the coordinator schedules and cancels, its runtime fires what is due.
+
+Scheduling a key again replaces its deadline, so a stale timer never fires (style §4). Pure: no clock.
+"""
+
+import heapq
+import itertools
+from collections.abc import Callable, Hashable
+
+TimerAction = Callable[[int], None]
+
+
+class Timers:
+    """Deadlines by key; :meth:`pop_due` hands out those whose deadline ``now_ms`` has passed, in deadline order."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[int, int, Hashable]] = []
+        self._live: dict[Hashable, tuple[int, int, TimerAction]] = {}
+        self._sequence = itertools.count()
+
+    def schedule(self, key: Hashable, deadline_ms: int, action: TimerAction) -> None:
+        """Fire ``action(now_ms)`` once the clock is past ``deadline_ms``, unless rescheduled or cancelled."""
+        sequence = next(self._sequence)
+        self._live[key] = (deadline_ms, sequence, action)
+        heapq.heappush(self._heap, (deadline_ms, sequence, key))
+
+    def cancel(self, key: Hashable) -> None:
+        self._live.pop(key, None)
+
+    def deadline(self, key: Hashable) -> int | None:
+        entry = self._live.get(key)
+        return None if entry is None else entry[0]
+
+    def next_deadline(self) -> int | None:
+        """The earliest live deadline, or None."""
+        self._drop_stale()
+        return self._heap[0][0] if self._heap else None
+
+    def pop_due(self, now_ms: int) -> TimerAction | None:
+        """The action of the earliest timer with ``deadline < now_ms`` (Kafka's MockTimer is strict), removed."""
+        self._drop_stale()
+        if not self._heap or self._heap[0][0] >= now_ms:
+            return None
+        _, _, key = heapq.heappop(self._heap)
+        return self._live.pop(key)[2]
+
+    def _drop_stale(self) -> None:
+        heap, live = self._heap, self._live
+        while heap:
+            deadline, sequence, key = heap[0]
+            entry = live.get(key)
+            if entry is not None and entry[1] == sequence:
+                return
+            heapq.heappop(heap)
+
+    def __len__(self) -> int:
+        return len(self._live)
