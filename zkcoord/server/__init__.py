@@ -1,0 +1,1 @@
+"""The coordinator's network side (architecture.md): gevent IO; nothing pure may import this package."""

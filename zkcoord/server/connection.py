@@ -1,0 +1,279 @@
+"""Serving the wire protocol over TCP (wire-protocol.md §1, §2): one greenlet per connection, requests in order.
+
+Owns the listening socket and the client sockets. A connection feeds what it reads into a FrameDecoder,
+answers bad frames (error frame, then close) and malformed requests (35/42, connection stays open) itself,
+and hands each well-formed request to ``dispatch``, which answers through ``respond`` now or later. As in
+Kafka's network layer, a connection neither reads nor dispatches its next request until the previous one has
+been answered: responses come back in request order, and a client that pipelines faster than it is served gets
+TCP backpressure instead of an unbounded queue on the server.
+
+IO: imports gevent and uses gevent sockets itself (no monkey-patching needed). Pure modules must not import
+this one, and it must not import the group state machine, the runtime or the log: it only knows ``dispatch``.
+"""
+
+import contextlib
+import logging
+import socket
+from collections.abc import Callable
+
+import gevent
+from gevent.event import Event
+from gevent.server import StreamServer
+
+from zkcoord.errors import ErrorCode
+from zkcoord.wire.framing import DEFAULT_MAX_REQUEST_BYTES, FrameDecoder, FrameError, encode_frame, error_frame
+from zkcoord.wire.requests import check_request, normalized
+
+log = logging.getLogger(__name__)
+
+Respond = Callable[[dict], None]
+Dispatch = Callable[[dict, Respond], None]
+
+DEFAULT_MAX_CONNECTIONS = 1024
+_RECV_BYTES = 65536
+# After an error frame the server shuts its side and reads on for a while: closing with unread client bytes
+# would send RST, and an RST can make the client drop the error frame before reading it.
+_LINGER_SECONDS = 2.0
+_ENCODE_ERRORS = (TypeError, ValueError, OverflowError)
+
+
+def _server_error(message: str) -> dict:
+    return {"error_code": int(ErrorCode.UNKNOWN_SERVER_ERROR), "error_message": message}
+
+
+class _Reply:
+    """The ``respond`` handed to dispatch. The first call wins; later calls, or calls after the connection
+    died, change nothing."""
+
+    __slots__ = ("_answered", "_what", "response")
+
+    def __init__(self, what: str):
+        self._what = what
+        self._answered = Event()
+        self.response: object = None
+
+    @property
+    def answered(self) -> bool:
+        return self._answered.is_set()
+
+    def __call__(self, response: dict) -> None:
+        if self._answered.is_set():
+            log.warning("respond called more than once; later response dropped %s", self._what)
+            return
+        self.response = response
+        self._answered.set()
+
+    def wait(self) -> object:
+        self._answered.wait()
+        return self.response
+
+
+class _Connection:
+    def __init__(self, server: "WireServer", sock: socket.socket, peer: tuple):
+        self._server = server
+        self._sock = sock
+        self.peer = f"{peer[0]}:{peer[1]}"
+        self.client_host = peer[0]
+        self._decoder = FrameDecoder(server.max_request_bytes)
+        self.greenlet = gevent.getcurrent()
+        # True from reading a request until its response is written: stop() lets such a connection finish.
+        self.busy = False
+        self.draining = False
+
+    def serve(self) -> None:
+        while not self.draining:
+            try:
+                message = self._decoder.next_message()
+            except FrameError as error:
+                self._answer_frame_error(error)
+                return
+            if message is None:
+                if not self._receive():
+                    return
+                continue
+            self.busy = True
+            try:
+                if not self._handle(message):
+                    return
+            finally:
+                self.busy = False
+
+    def drain(self) -> None:
+        """Finish the request in hand, if any, then close; an idle connection closes now."""
+        self.draining = True
+        if not self.busy and self.greenlet is not gevent.getcurrent():
+            self.greenlet.kill(block=False)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._sock.close()
+
+    def _receive(self) -> bool:
+        try:
+            data = self._sock.recv(_RECV_BYTES)
+        except OSError as error:
+            log.debug("connection lost peer=%s error=%s", self.peer, error)
+            return False
+        if not data:
+            return False
+        self._decoder.feed(data)
+        return True
+
+    def _handle(self, message: dict) -> bool:
+        """Answer one request; False when the connection can no longer be written to."""
+        self._server.requests_total += 1
+        correlation_id = message["correlation_id"]
+        response = check_request(message)
+        if response is None:
+            request = normalized(message)
+            request["client_host"] = self.client_host
+            response = self._dispatched(request)
+        return self._send(correlation_id, response)
+
+    def _dispatched(self, request: dict) -> object:
+        what = f"api={request['api']} correlation_id={request['correlation_id']} peer={self.peer}"
+        reply = _Reply(what)
+        try:
+            self._server.dispatch(request, reply)
+        except Exception:
+            log.exception("dispatch failed %s", what)
+            if not reply.answered:
+                reply(_server_error("the server failed to handle this request; see its log"))
+        return reply.wait()
+
+    def _encoded(self, correlation_id: int, response: object) -> bytes:
+        if type(response) is not dict:
+            log.error("dispatch responded with a %s instead of a map peer=%s", type(response).__name__, self.peer)
+            response = _server_error("the server produced an invalid response; see its log")
+        fields = {"correlation_id": correlation_id}
+        fields.update((key, value) for key, value in response.items() if key != "correlation_id")
+        try:
+            return encode_frame(fields)
+        except _ENCODE_ERRORS:
+            log.exception("response cannot be encoded peer=%s correlation_id=%s", self.peer, correlation_id)
+            fields = {"correlation_id": correlation_id, **_server_error("the server produced an invalid response")}
+            return encode_frame(fields)
+
+    def _write(self, frame: bytes) -> bool:
+        written = False
+        # A client that stops reading must not hold its connection's greenlet (and slot) forever.
+        with gevent.Timeout(self._server.send_timeout_seconds, False):
+            try:
+                self._sock.sendall(frame)
+                written = True
+            except OSError as error:
+                log.debug("connection lost while writing peer=%s error=%s", self.peer, error)
+                return False
+        if not written:
+            log.info("response not read in %ss, closing peer=%s", self._server.send_timeout_seconds, self.peer)
+        return written
+
+    def _send(self, correlation_id: int, response: object) -> bool:
+        return self._write(self._encoded(correlation_id, response))
+
+    def _answer_frame_error(self, error: FrameError) -> None:
+        self._server.frame_errors_total += 1
+        log.info("bad frame, closing peer=%s correlation_id=%s error=%s", self.peer, error.correlation_id, error)
+        if not self._write(encode_frame(error_frame(error))):
+            return
+        try:
+            self._sock.shutdown(socket.SHUT_WR)
+            with gevent.Timeout(_LINGER_SECONDS, False):
+                while self._sock.recv(_RECV_BYTES):
+                    pass
+        except OSError:
+            pass
+
+
+class WireServer:
+    """A TCP server of the wire protocol that hands each well-formed request to ``dispatch(request, respond)``.
+
+    ``request`` is :func:`zkcoord.wire.requests.normalized` of the request (header and schema fields, absent
+    ones None) plus ``client_host``, the peer's IP address as DescribeGroups reports it. ``dispatch`` must call
+    ``respond(response_map)`` exactly once, now or later, from this server's gevent hub; the connection sets
+    ``correlation_id``. Until then the connection's later requests wait. An exception from ``dispatch`` is
+    logged and, if it had not responded, answered -1 UNKNOWN_SERVER_ERROR.
+
+    Metrics are plain counters: ``connections_open``, ``connections_rejected_total``, ``requests_total``
+    (every request with a valid header) and ``frame_errors_total``.
+    """
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        dispatch: Dispatch,
+        max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        send_timeout_seconds: float = 30.0,
+    ):
+        FrameDecoder(max_request_bytes)  # refuses a bad limit now rather than at the first connection
+        if type(max_connections) is not int or max_connections < 1:
+            raise ValueError(f"max_connections must be a positive int, got {max_connections!r}")
+        self.dispatch = dispatch
+        self.max_request_bytes = max_request_bytes
+        self.max_connections = max_connections
+        self.send_timeout_seconds = send_timeout_seconds
+        self.connections_open = 0
+        self.connections_rejected_total = 0
+        self.requests_total = 0
+        self.frame_errors_total = 0
+        self._connections: set[_Connection] = set()
+        self._stopping = False
+        self._server = StreamServer((host, port), self._serve_socket)
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """The (host, port) actually bound; with port 0, the port the system picked once started."""
+        host, port = self._server.address[:2]
+        return host, port
+
+    def start(self) -> None:
+        """Bind and accept connections in the background (on the current thread's gevent hub)."""
+        self._server.start()
+        log.info("wire server listening address=%s:%s", *self.address)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop accepting, let requests in hand finish for up to ``timeout`` seconds, then close every connection.
+
+        Requests read but not yet dispatched are dropped; their clients see the connection close.
+        """
+        self._stopping = True
+        self._server.close()
+        connections = list(self._connections)
+        for connection in connections:
+            connection.drain()
+        current = gevent.getcurrent()
+        greenlets = [connection.greenlet for connection in connections if connection.greenlet is not current]
+        gevent.joinall(greenlets, timeout=timeout)
+        late = [greenlet for greenlet in greenlets if not greenlet.dead]
+        if late:
+            log.warning("closing connections=%d whose requests were not answered in %ss", len(late), timeout)
+            gevent.killall(late, block=True, timeout=1.0)
+        log.info("wire server stopped")
+
+    def _serve_socket(self, sock: socket.socket, peer: tuple) -> None:
+        if self._stopping or self.connections_open >= self.max_connections:
+            self.connections_rejected_total += 1
+            log.warning(
+                "connection refused peer=%s:%s reason=%s connections_open=%d",
+                peer[0],
+                peer[1],
+                "stopping" if self._stopping else "max_connections",
+                self.connections_open,
+            )
+            sock.close()
+            return
+        connection = _Connection(self, sock, peer)
+        self.connections_open += 1
+        self._connections.add(connection)
+        try:
+            # Responses are small and latency-bound (heartbeats, joins): do not wait to coalesce them.
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            connection.serve()
+        except OSError as error:
+            log.debug("connection failed peer=%s error=%s", connection.peer, error)
+        finally:
+            self._connections.discard(connection)
+            self.connections_open -= 1
+            connection.close()

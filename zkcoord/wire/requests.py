@@ -1,0 +1,272 @@
+"""Request schemas of the wire protocol (wire-protocol.md §2, §3) and the checks made before any handler runs.
+
+A request that got through zkcoord.wire.framing has a valid header; this module says whether its api and
+api_version are served (else 35 UNSUPPORTED_VERSION) and whether its body has every field with the right type
+(else 42 INVALID_REQUEST naming the field). Nullability follows Kafka's schemas, with one difference: group ids
+may be nil here, because the coordinator answers 24 INVALID_GROUP_ID for nil and "" itself
+(group-coordinator.md §0.4). An absent key means nil; unknown keys are ignored.
+
+Pure: imports only zkcoord.errors; no IO, no gevent.
+"""
+
+from dataclasses import dataclass
+
+from zkcoord.errors import ErrorCode
+
+
+@dataclass(frozen=True, slots=True)
+class Scalar:
+    """A msgpack scalar: ``str``, ``bin`` or an int of Kafka's width (``int8``, ``int32``, ``int64``)."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Array:
+    """A msgpack array whose items all have one type."""
+
+    items: "Scalar | Array | Struct"
+    items_nullable: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    name: str
+    type: "Scalar | Array | Struct"
+    nullable: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Struct:
+    """A msgpack map with these fields (and possibly others, which are ignored)."""
+
+    fields: tuple[Field, ...]
+
+
+FieldType = Scalar | Array | Struct
+
+STR = Scalar("str")
+BIN = Scalar("bin")
+INT8 = Scalar("int8")
+INT32 = Scalar("int32")
+INT64 = Scalar("int64")
+
+_INT_RANGES = {"int8": 2**7, "int32": 2**31, "int64": 2**63}
+
+HEADER_FIELDS = ("api", "api_version", "correlation_id", "client_id")
+
+
+def _group_id(name: str = "group_id") -> Field:
+    # Kafka's schemas say non-null; nil and "" both reach the coordinator, which answers 24 for them.
+    return Field(name, STR, nullable=True)
+
+
+_MEMBER_ID = Field("member_id", STR)
+_GROUP_INSTANCE_ID = Field("group_instance_id", STR, nullable=True)
+_GENERATION_ID = Field("generation_id", INT32)
+
+REQUEST_SCHEMAS: dict[str, Struct] = {
+    "ApiVersions": Struct(()),
+    "Metadata": Struct((Field("topics", Array(STR), nullable=True),)),
+    "FindCoordinator": Struct((Field("key", STR), Field("key_type", INT8))),
+    "JoinGroup": Struct(
+        (
+            _group_id(),
+            Field("session_timeout_ms", INT32),
+            Field("rebalance_timeout_ms", INT32),
+            _MEMBER_ID,
+            _GROUP_INSTANCE_ID,
+            Field("protocol_type", STR),
+            Field("protocols", Array(Struct((Field("name", STR), Field("metadata", BIN))))),
+        )
+    ),
+    "SyncGroup": Struct(
+        (
+            _group_id(),
+            _GENERATION_ID,
+            _MEMBER_ID,
+            _GROUP_INSTANCE_ID,
+            Field("protocol_type", STR, nullable=True),
+            Field("protocol_name", STR, nullable=True),
+            # "leader only" (wire-protocol §3): a follower may leave it out.
+            Field("assignments", Array(Struct((_MEMBER_ID, Field("assignment", BIN)))), nullable=True),
+        )
+    ),
+    "Heartbeat": Struct((_group_id(), _GENERATION_ID, _MEMBER_ID, _GROUP_INSTANCE_ID)),
+    "LeaveGroup": Struct((_group_id(), Field("members", Array(Struct((_MEMBER_ID, _GROUP_INSTANCE_ID)))))),
+    "OffsetCommit": Struct(
+        (
+            _group_id(),
+            _GENERATION_ID,
+            _MEMBER_ID,
+            _GROUP_INSTANCE_ID,
+            Field("retention_time_ms", INT64, nullable=True),  # absent: -1, the server's default
+            Field(
+                "topics",
+                Array(
+                    Struct(
+                        (
+                            Field("name", STR),
+                            Field(
+                                "partitions",
+                                Array(
+                                    Struct(
+                                        (
+                                            Field("partition_index", INT32),
+                                            Field("committed_offset", INT64),
+                                            Field("committed_metadata", STR, nullable=True),
+                                        )
+                                    )
+                                ),
+                            ),
+                        )
+                    )
+                ),
+            ),
+        )
+    ),
+    "OffsetFetch": Struct(
+        (
+            _group_id(),
+            Field(
+                "topics",
+                Array(Struct((Field("name", STR), Field("partition_indexes", Array(INT32))))),
+                nullable=True,
+            ),
+        )
+    ),
+    "DescribeGroups": Struct((Field("groups", Array(STR)),)),
+    "ListGroups": Struct((Field("states_filter", Array(STR), nullable=True),)),  # nil or empty: all (§7.8)
+    "DeleteGroups": Struct((Field("groups_names", Array(STR, items_nullable=True)),)),
+}
+
+SUPPORTED_APIS: dict[str, tuple[int, int]] = dict.fromkeys(REQUEST_SCHEMAS, (0, 0))
+
+
+def supported_api_versions() -> list[dict]:
+    """``apis`` as ApiVersions answers it: ``[{api, min_version, max_version}]``."""
+    return [{"api": api, "min_version": low, "max_version": high} for api, (low, high) in SUPPORTED_APIS.items()]
+
+
+# ---- checking ------------------------------------------------------------------------------------------
+
+
+def _wire_type(value: object) -> str:
+    if value is None:
+        return "nil"
+    if type(value) is int:
+        return f"int {value}"
+    names = {str: "str", bytes: "bin", bool: "bool", float: "float", tuple: "array", list: "array", dict: "map"}
+    return names.get(type(value), "ext")
+
+
+def _expected(field_type: FieldType, nullable: bool) -> str:
+    if isinstance(field_type, Scalar):
+        name = field_type.name
+    elif isinstance(field_type, Array):
+        name = "array"
+    else:
+        name = "map"
+    return f"{name} or nil" if nullable else name
+
+
+def _scalar_ok(value: object, scalar: Scalar) -> bool:
+    if scalar.name == "str":
+        return type(value) is str
+    if scalar.name == "bin":
+        return type(value) is bytes
+    bound = _INT_RANGES[scalar.name]
+    return type(value) is int and -bound <= value < bound
+
+
+def _problem(value: object, field_type: FieldType, nullable: bool, path: str) -> str | None:
+    """What is wrong with ``value`` at ``path``, or None when it fits."""
+    if value is None:
+        return None if nullable else f"{path} must be {_expected(field_type, nullable)}, got nil"
+    if isinstance(field_type, Scalar):
+        fits = _scalar_ok(value, field_type)
+    elif isinstance(field_type, Array):
+        fits = type(value) in (tuple, list)
+    else:
+        fits = type(value) is dict
+    if not fits:
+        return f"{path} must be {_expected(field_type, nullable)}, got {_wire_type(value)}"
+    if isinstance(field_type, Array):
+        for index, item in enumerate(value):
+            problem = _problem(item, field_type.items, field_type.items_nullable, f"{path}[{index}]")
+            if problem is not None:
+                return problem
+    elif isinstance(field_type, Struct):
+        return _struct_problem(value, field_type, path)
+    return None
+
+
+def _struct_problem(message: dict, struct: Struct, path: str) -> str | None:
+    for field in struct.fields:
+        problem = _problem(message.get(field.name), field.type, field.nullable, f"{path}.{field.name}")
+        if problem is not None:
+            return problem
+    return None
+
+
+def _error_response(correlation_id: object, error_code: ErrorCode, message: str) -> dict:
+    return {"correlation_id": correlation_id, "error_code": int(error_code), "error_message": message}
+
+
+def check_request(message: dict) -> dict | None:
+    """None when ``message`` (a map with a valid header) may go to a handler; else the response to send.
+
+    35 UNSUPPORTED_VERSION for an api or api_version not served (ApiVersions also gets ``apis``, as in Kafka, so
+    a client can pick a version); 42 INVALID_REQUEST naming the first field that is nil or of the wrong type.
+    """
+    correlation_id = message.get("correlation_id")
+    api = message.get("api")
+    version = message.get("api_version")
+    if type(api) is not str or api not in SUPPORTED_APIS:
+        shown = repr(api) if type(api) is str else _wire_type(api)
+        return _error_response(correlation_id, ErrorCode.UNSUPPORTED_VERSION, f"api {shown} is not supported")
+    low, high = SUPPORTED_APIS[api]
+    if type(version) is not int or not low <= version <= high:
+        response = _error_response(
+            correlation_id,
+            ErrorCode.UNSUPPORTED_VERSION,
+            f"{api} api_version {version!r} is not supported (supported: {low} to {high})",
+        )
+        if api == "ApiVersions":
+            response["apis"] = supported_api_versions()
+        return response
+    client_id = message.get("client_id")
+    if client_id is not None and type(client_id) is not str:
+        return _error_response(
+            correlation_id, ErrorCode.INVALID_REQUEST, f"client_id must be str or nil, got {_wire_type(client_id)}"
+        )
+    problem = _struct_problem(message, REQUEST_SCHEMAS[api], api)
+    if problem is not None:
+        return _error_response(correlation_id, ErrorCode.INVALID_REQUEST, problem)
+    return None
+
+
+# ---- normalizing ---------------------------------------------------------------------------------------
+
+
+def _normalized_value(value: object, field_type: FieldType) -> object:
+    if value is None or isinstance(field_type, Scalar):
+        return value
+    if isinstance(field_type, Array):
+        return [_normalized_value(item, field_type.items) for item in value]
+    return _normalized_struct(value, field_type)
+
+
+def _normalized_struct(message: dict, struct: Struct) -> dict:
+    return {field.name: _normalized_value(message.get(field.name), field.type) for field in struct.fields}
+
+
+def normalized(message: dict) -> dict:
+    """A copy of a request that passed :func:`check_request`, for handlers to index without ``.get``.
+
+    It holds the header fields and every field of the api's schema, nested ones too, an absent one as None;
+    arrays are lists. Keys outside the schema are left out, so no handler can come to depend on them.
+    """
+    request = {name: message.get(name) for name in HEADER_FIELDS}
+    request.update(_normalized_struct(message, REQUEST_SCHEMAS[message["api"]]))
+    return request
