@@ -23,7 +23,7 @@ _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 _UNPACK_ERRORS = (msgpack.UnpackException, ValueError, TypeError, OverflowError, RecursionError)
 # Every map of wire-protocol.md §3 takes more bytes than this on the wire, while a tiny map costs 1 to 3 bytes
 # there and 64 to 232 in memory: the cap keeps a hostile frame's decoded size within a small multiple of its own.
-_MIN_BYTES_PER_MAP = 16
+_MIN_BYTES_PER_MAP = 8
 
 
 class FrameError(ZkcoordError):
