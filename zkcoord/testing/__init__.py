@@ -1,1 +1,5 @@
-"""Public test harnesses: real ZooKeeper servers, chroots, session expiry and dropped connections."""
+"""Public test harnesses: the coordinator on a virtual clock, real ZooKeeper servers, chroots, session expiry."""
+
+from zkcoord.testing.coordinator import CoordinatorHarness
+
+__all__ = ["CoordinatorHarness"]
