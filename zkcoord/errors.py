@@ -131,3 +131,12 @@ _RETRIABLE = frozenset(
         ErrorCode.REBALANCE_IN_PROGRESS,
     }
 )
+
+
+class FencedLeaderError(LogError):
+    """A newer leader epoch has claimed the partition directory: this node is no longer its leader and must not write.
+
+    The log accepts no more appends; the partition's groups get NOT_COORDINATOR (group-coordinator §9.5, §10).
+    """
+
+    kafka_error = "NOT_LEADER_OR_FOLLOWER"

@@ -9,8 +9,13 @@ dropped too, so replaying the cleaned log gives what replaying the original give
 
 The new segments become visible through :mod:`zkcoord.log.swap`, so a crash leaves the old set or the
 new set. :class:`BackgroundCleaner` runs passes in a greenlet, within an IO budget.
+
+In a directory shared by coordinator nodes (a fenced log), every change to the directory's names (creating,
+replacing or discarding ``.cleaned`` files, the swap itself) is made under the log's fence, so a deposed
+leader's cleaner cannot touch what the new leader's cleaner writes.
 """
 
+import contextlib
 import logging
 import os
 import time
@@ -137,8 +142,9 @@ def _copy_latest(
 
 def _swap_in(partition: PartitionLog, closed: tuple[Segment, ...], new_segments: list[Segment]) -> None:
     plan = swap.SwapPlan(tuple(segment.base_offset for segment in closed), tuple(s.base_offset for s in new_segments))
-    swap.commit_plan(partition.directory, plan)
-    swap.apply_plan(partition.directory, plan)
+    with partition.fenced():
+        swap.commit_plan(partition.directory, plan)
+        swap.apply_plan(partition.directory, plan)
     for segment in new_segments:
         segment.path = partition.directory / segment_name(segment.base_offset)
         segment.index_path = segment.path.with_suffix(INDEX_SUFFIX)
@@ -188,8 +194,9 @@ class _CleanedWriter:
             self._close_current()
             base = self.first_base if current is None else batch.base_offset
             path = swap.cleaned_path(self.partition.directory, base)
-            path.unlink(missing_ok=True)
-            current = Segment(path, base, True, self.partition.config.index_interval_bytes)
+            with self.partition.fenced():
+                path.unlink(missing_ok=True)
+                current = Segment(path, base, True, self.partition.config.index_interval_bytes)
             self.segments.append(current)
         current.append(entry, batch.base_offset, batch.base_offset + records[-1][0] + 1, batch.timestamp_ms)
         if current.size - current.written_size >= self.partition.config.load_buffer_bytes:
@@ -203,12 +210,15 @@ class _CleanedWriter:
         current.write_out()
         current.fsync()
         current.index_path = swap.cleaned_path(self.partition.directory, current.base_offset, INDEX_SUFFIX)
-        current.write_index_file()
+        with self.partition.fenced():
+            current.write_index_file()
 
     def abandon(self) -> None:
         for segment in self.segments:
             segment.close()
-        swap.discard_unfinished(self.partition.directory)
+        # A fenced (or failed) log leaves the leftovers to the next open, which discards them under its own claim.
+        with contextlib.suppress(LogError), self.partition.fenced():
+            swap.discard_unfinished(self.partition.directory)
 
     def finish(self) -> list[Segment]:
         self._close_current()

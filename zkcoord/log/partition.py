@@ -14,6 +14,11 @@ Appends are acknowledged (``append`` returns) only when the flush policy is met:
 * ``never``: written at once, fsynced only on roll and close.
 
 A log belongs to the gevent hub (thread) that opened it; greenlets of that hub may append concurrently.
+
+Opened with an :class:`~zkcoord.log.fence.EpochFence`, the directory is shared by coordinator nodes: the log
+holds the directory lock shared (an unfenced open, such as an offline tool, still excludes them all), claims
+the directory for its leader epoch before recovering, and makes every write under the fence's guard. Once a
+newer epoch has claimed the directory, the write is refused and the log fails with :class:`FencedLeaderError`.
 """
 
 import bisect
@@ -31,9 +36,17 @@ from gevent.event import Event
 from gevent.lock import Semaphore
 
 from zkcoord.clock import SystemClock
-from zkcoord.errors import CorruptLogError, LogInUseError, LogStorageError, RecordTooLargeError
+from zkcoord.errors import (
+    CorruptLogError,
+    FencedLeaderError,
+    LogError,
+    LogInUseError,
+    LogStorageError,
+    RecordTooLargeError,
+)
 from zkcoord.log import swap
 from zkcoord.log.config import FLUSH_ALWAYS, FLUSH_GROUP, LogConfig
+from zkcoord.log.fence import EpochFence
 from zkcoord.log.format import HEADER_SIZE, Batch, LogFormatError, encode_entry, encode_records
 from zkcoord.log.segment import (
     ScanProblem,
@@ -47,6 +60,7 @@ from zkcoord.log.segment import (
 log = logging.getLogger(__name__)
 
 LOCK_FILE = ".lock"
+_SHARED_HOLDER = b"coordinator nodes (fenced)"
 
 
 class AppendResult(NamedTuple):
@@ -73,16 +87,17 @@ class RecoveryReport:
         return f"{self.directory}: " + ("; ".join(parts) or "clean")
 
 
-def _lock_directory(directory: Path) -> int:
+def _lock_directory(directory: Path, shared: bool = False) -> int:
     fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
     except BlockingIOError:
-        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "another process"
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
         os.close(fd)
-        raise LogInUseError(f"{directory} is in use by process {holder}; stop it first") from None
+        holder = f"process {holder}" if holder.isdigit() else holder or "another process"
+        raise LogInUseError(f"{directory} is in use by {holder}; stop it first") from None
     os.ftruncate(fd, 0)
-    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    os.pwrite(fd, _SHARED_HOLDER if shared else str(os.getpid()).encode(), 0)
     return fd
 
 
@@ -121,7 +136,15 @@ def _records_bound(records: Sequence[tuple[bytes, bytes | None]]) -> int:
 class PartitionLog:
     """An open, writable partition directory. Use :meth:`open`."""
 
-    def __init__(self, directory: Path, config: LogConfig, clock, segments: list[Segment], lock_fd: int):
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        clock,
+        segments: list[Segment],
+        lock_fd: int,
+        fence: EpochFence | None = None,
+    ):
         self.directory = directory
         self.config = config
         self.clock = clock
@@ -129,12 +152,13 @@ class PartitionLog:
         self.skipped: list[ScanProblem] = []
         self._segments = segments
         self._lock_fd = lock_fd
+        self._fence = fence
         self._append_lock = Semaphore()
         self._written_seq = 0
         self._durable_seq = 0
         self._flusher: gevent.Greenlet | None = None
         self._round_done = Event()
-        self._failure: LogStorageError | None = None
+        self._failure: LogError | None = None  # LogStorageError or FencedLeaderError
         self._end_offset = segments[-1].next_offset
         self._pending: list[_PendingAppend] = []  # group policy: appends waiting for the next round
         self._round_budget = config.max_message_bytes - HEADER_SIZE - 8  # payload of one entry, msgpack array head
@@ -143,30 +167,43 @@ class PartitionLog:
     # -- opening ------------------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, directory: str | os.PathLike, config: LogConfig | None = None, clock=None) -> "PartitionLog":
-        """Open (creating if needed) and recover a partition directory."""
+    def open(
+        cls,
+        directory: str | os.PathLike,
+        config: LogConfig | None = None,
+        clock=None,
+        fence: EpochFence | None = None,
+    ) -> "PartitionLog":
+        """Open (creating if needed) and recover a partition directory.
+
+        With ``fence``, claim the directory for its epoch first (FencedLeaderError if a newer one has) and
+        recover under its guard; see the module docstring.
+        """
         config = config or LogConfig()
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        lock_fd = _lock_directory(directory)
+        lock_fd = _lock_directory(directory, shared=fence is not None)
+        partition = None
         try:
-            compaction = swap.recover(directory)
-            bases = sorted(swap.visible_segments(directory))
-            if not bases:
-                bases = [0]
-            segments = [
-                Segment(directory / segment_name(base), base, base == bases[-1], config.index_interval_bytes)
-                for base in bases
-            ]
-            fsync_directory(directory)
+            if fence is not None:
+                fence.claim()
+            with fence.guard() if fence is not None else contextlib.nullcontext():
+                compaction = swap.recover(directory)
+                bases = sorted(swap.visible_segments(directory))
+                if not bases:
+                    bases = [0]
+                segments = [
+                    Segment(directory / segment_name(base), base, base == bases[-1], config.index_interval_bytes)
+                    for base in bases
+                ]
+                fsync_directory(directory)
+                partition = cls(directory, config, clock or SystemClock(), segments, lock_fd, fence)
+                partition._recover(compaction)
         except BaseException:
-            os.close(lock_fd)
-            raise
-        partition = cls(directory, config, clock or SystemClock(), segments, lock_fd)
-        try:
-            partition._recover(compaction)
-        except BaseException:
-            partition._release()
+            if partition is not None:
+                partition._release()
+            else:
+                os.close(lock_fd)
             raise
         return partition
 
@@ -226,12 +263,13 @@ class PartitionLog:
         if policy == FLUSH_GROUP:
             return self._append_to_round(records, timestamp_ms)
         if policy == FLUSH_ALWAYS:
-            with self._append_lock:
+            with self._append_lock, self.fenced():
                 result = self._append_now(records, timestamp_ms)
                 self._guarded(self._sync_off_loop)
             return result
-        result = self._append_now(records, timestamp_ms)
-        self._guarded(self._segments[-1].write_out)
+        with self.fenced():
+            result = self._append_now(records, timestamp_ms)
+            self._guarded(self._segments[-1].write_out)
         return result
 
     def _append_now(self, records: Sequence[tuple[bytes, bytes | None]], timestamp_ms: int) -> AppendResult:
@@ -310,8 +348,30 @@ class PartitionLog:
 
     def _fail(self, exc: Exception) -> None:
         if self._failure is None:
-            self._failure = LogStorageError(f"{self.directory}: {exc}; reopen the log to recover")
+            if isinstance(exc, FencedLeaderError):
+                self._failure = exc
+            else:
+                self._failure = LogStorageError(f"{self.directory}: {exc}; reopen the log to recover")
             log.error("offsets log failed: %s", self._failure)
+
+    @contextlib.contextmanager
+    def fenced(self) -> Iterator[None]:
+        """Hold the fence's guard (if the log has a fence) around writes that must not outlive this leader.
+
+        A refused guard fails the log: this and every later write raise FencedLeaderError.
+        """
+        if self._fence is None:
+            yield
+            return
+        if self._failure is not None:
+            raise self._failure
+        with contextlib.ExitStack() as stack:
+            try:
+                stack.enter_context(self._fence.guard())
+            except (OSError, LogError) as exc:
+                self._fail(exc)
+                raise self._failure from exc
+            yield
 
     def _sync_off_loop(self) -> None:
         self._sync(lambda segment: gevent.get_hub().threadpool.apply(segment.fsync))
@@ -337,9 +397,10 @@ class PartitionLog:
         try:
             while self._durable_seq < self._written_seq and self._failure is None:
                 try:
-                    self._place_pending()
-                    self._sync_off_loop()
-                except (OSError, LogStorageError) as exc:
+                    with self.fenced():
+                        self._place_pending()
+                        self._sync_off_loop()
+                except (OSError, LogError) as exc:
                     self._fail(exc)
                 finally:
                     self._wake_waiters()
@@ -365,13 +426,16 @@ class PartitionLog:
 
     def roll(self) -> None:
         """Start a new segment now (if the active one holds anything), so the cleaner may take it."""
-        self._place_pending()
-        if self._segments[-1].size:
-            self._guarded(self._roll)
+        with self.fenced():
+            self._place_pending()
+            if self._segments[-1].size:
+                self._guarded(self._roll)
 
     def flush(self) -> None:
         """Write and fsync everything appended so far, whatever the policy."""
-        with self._append_lock:
+        if self._fence is not None and self._durable_seq >= self._written_seq:
+            return  # nothing to make durable: a deposed leader may close what it has
+        with self._append_lock, self.fenced():
             self._place_pending()
             self._guarded(lambda: self._sync(Segment.fsync))
         self._wake_waiters()

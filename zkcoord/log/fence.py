@@ -1,0 +1,138 @@
+"""The epoch fence of a partition directory that several coordinator nodes share (architecture.md "Storage
+across nodes").
+
+ZooKeeper elects each offsets partition's leader with an epoch. The leader records its epoch in the
+directory (``leader-epoch``) when it takes the partition over, and every write it makes checks that
+epoch under an exclusive ``flock`` of ``leader.lock``: once a newer leader has claimed the directory, a
+deposed leader that has not noticed yet cannot write a byte.
+
+``flock`` belongs to an open file, not to a thread or a process: each acquisition opens the lock file
+anew, so two fences in one process exclude each other as two nodes do, and the lock may be taken on the
+hub while the write and fsync it covers run on gevent's thread pool. A contended lock is waited for on
+the thread pool, so the hub keeps running meanwhile.
+
+Must not import the rest of the log (partition.py uses it) nor kazoo.
+"""
+
+import contextlib
+import fcntl
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import gevent
+
+from zkcoord.errors import FencedLeaderError, LogError
+
+LOCK_FILE = "leader.lock"
+EPOCH_FILE = "leader-epoch"
+
+
+def _lock(fd: int) -> None:
+    """Take an exclusive flock of ``fd``, waiting off the hub if another open file holds it.
+
+    If this raises, ``fd`` is closed: at once, or when a wait that cannot be interrupted ends.
+    """
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return
+    except BlockingIOError:
+        pass
+    except BaseException:
+        os.close(fd)
+        raise
+    try:
+        waiting = gevent.get_hub().threadpool.spawn(fcntl.flock, fd, fcntl.LOCK_EX)
+    except BaseException:
+        os.close(fd)
+        raise
+    try:
+        waiting.get()
+    except BaseException:
+        if waiting.ready():
+            os.close(fd)
+        else:
+            # The pool thread goes on waiting; closing the descriptor after it returns releases what it took.
+            waiting.rawlink(lambda _: os.close(fd))
+        raise
+
+
+@contextlib.contextmanager
+def _exclusive(path: Path) -> Iterator[None]:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    _lock(fd)
+    try:
+        yield
+    finally:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_UN)  # explicit: a forked child sharing this open file would keep it locked
+        finally:
+            os.close(fd)
+
+
+class EpochFence:
+    """The right of leader epoch ``epoch`` to write into ``directory``; see the module docstring."""
+
+    def __init__(self, directory: str | os.PathLike, epoch: int):
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+            raise ValueError(f"a leader epoch is an int ≥ 0, not {epoch!r}")
+        self.directory = Path(directory)
+        self.epoch = epoch
+        self._lock_path = self.directory / LOCK_FILE
+        self._epoch_path = self.directory / EPOCH_FILE
+
+    def __repr__(self) -> str:
+        return f"EpochFence({str(self.directory)!r}, {self.epoch})"
+
+    def stored_epoch(self) -> int | None:
+        """The epoch recorded in the directory (None if no leader has claimed it); read without the lock."""
+        try:
+            text = self._epoch_path.read_text()
+        except FileNotFoundError:
+            return None
+        try:
+            return int(text.strip())
+        except ValueError:
+            raise LogError(
+                f"{self._epoch_path} holds {text[:40]!r}, not a leader epoch; inspect it and remove it by hand"
+            ) from None
+
+    def claim(self) -> None:
+        """Record this epoch as the directory's leader; FencedLeaderError if a newer epoch already did."""
+        with _exclusive(self._lock_path):
+            stored = self.stored_epoch()
+            if stored is not None and stored > self.epoch:
+                raise FencedLeaderError(
+                    f"{self.directory}: cannot claim it with leader epoch {self.epoch}: epoch {stored} already has"
+                )
+            if stored != self.epoch:
+                self._write_epoch()
+
+    def _write_epoch(self) -> None:
+        temporary = self._epoch_path.with_name(EPOCH_FILE + ".tmp")
+        with open(temporary, "w") as file:
+            file.write(f"{self.epoch}\n")
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, self._epoch_path)
+        fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    @contextlib.contextmanager
+    def guard(self) -> Iterator[None]:
+        """Hold the directory's write lock while this epoch is still its leader; else FencedLeaderError.
+
+        Everything written inside (and fsynced before leaving) is covered: a newer leader's :meth:`claim`
+        waits for it, and this fence refuses every write after that claim.
+        """
+        with _exclusive(self._lock_path):
+            stored = self.stored_epoch()
+            if stored != self.epoch:
+                raise FencedLeaderError(
+                    f"{self.directory}: leader epoch {self.epoch} is fenced: "
+                    + (f"epoch {stored} has claimed the directory" if stored is not None else "no epoch is recorded")
+                )
+            yield
