@@ -1,4 +1,5 @@
-"""Every znode path and value codec of Kafka 0.8.2's ZooKeeper layout (legacy-zk-protocol.md §1).
+"""Every znode path and value codec of Kafka 0.8.2's ZooKeeper layout (legacy-zk-protocol.md §1),
+and of zkcoord's own metadata under its root (coordinator nodes, offsets-partition leaders and epochs).
 
 Writers produce the exact bytes 0.8.2 writes. Readers accept what any later Kafka writes (unknown
 versions, extra fields) and raise :class:`ZnodeDecodeError` naming the znode for what 0.8.2 itself
@@ -394,3 +395,120 @@ def decode_offset(path: str, data: bytes | None) -> int:
     if not re.fullmatch(r"[-+]?\d{1,19}", text) or not _INT64[0] <= int(text) <= _INT64[1]:
         raise ZnodeDecodeError(path, "offset is not a 64-bit decimal integer", data)
     return int(text)
+
+
+# ---- zkcoord's own metadata under its root (architecture.md "ZooKeeper use") -------------------------
+#
+# Not part of Kafka's layout: compact JSON objects with a ``version`` field. Readers accept later
+# versions and extra fields, and raise ZnodeDecodeError for anything without the fields they need.
+
+DEFAULT_ROOT = "/zkcoord"
+
+
+def _root(root: str) -> str:
+    if not root.startswith("/"):
+        raise ValueError(f"the zkcoord root must be an absolute znode path, not {root!r}")
+    return root.rstrip("/")
+
+
+def coordinator_nodes_path(root: str = DEFAULT_ROOT) -> str:
+    return f"{_root(root)}/nodes"
+
+
+def coordinator_node_path(root: str, node_id: int) -> str:
+    """Ephemeral registration of a live coordinator node."""
+    return f"{coordinator_nodes_path(root)}/{node_id}"
+
+
+def offsets_config_path(root: str = DEFAULT_ROOT) -> str:
+    """Persistent: the number of offsets partitions every node must agree on."""
+    return f"{_root(root)}/offsets/config"
+
+
+def _offsets_partition_path(root: str, partition: int) -> str:
+    return f"{_root(root)}/offsets/partitions/{partition}"
+
+
+def partition_leader_path(root: str, partition: int) -> str:
+    """Ephemeral: the node leading an offsets partition, and its epoch."""
+    return f"{_offsets_partition_path(root, partition)}/leader"
+
+
+def partition_epoch_path(root: str, partition: int) -> str:
+    """Persistent: the last epoch handed out for an offsets partition (only ever increases)."""
+    return f"{_offsets_partition_path(root, partition)}/epoch"
+
+
+def _encode_compact(fields: Mapping[str, object]) -> bytes:
+    return json.dumps(dict(fields), separators=(",", ":")).encode("utf-8")
+
+
+def _decode_object(path: str, data: bytes | None, fields: Mapping[str, type]) -> dict:
+    """A JSON object with an int ``version`` ≥ 1 and each of ``fields`` of its type (ints are never bools)."""
+    if data is None:
+        raise ZnodeDecodeError(path, "no data", not_json=True)
+    try:
+        obj = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as error:
+        raise ZnodeDecodeError(path, f"not JSON ({type(error).__name__}: {error})", data, not_json=True) from None
+    if not isinstance(obj, dict):
+        raise ZnodeDecodeError(path, "not a JSON object", data)
+    for name, kind in {"version": int, **fields}.items():
+        value = obj.get(name)
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise ZnodeDecodeError(path, f"{name} must be a {kind.__name__}, not {value!r}", data)
+    if obj["version"] < 1:
+        raise ZnodeDecodeError(path, f"unknown version {obj['version']}", data)
+    return obj
+
+
+def encode_coordinator_node(host: str, port: int) -> bytes:
+    """``{"version":1,"host":"...","port":9092}``"""
+    return _encode_compact({"version": 1, "host": host, "port": port})
+
+
+def decode_coordinator_node(path: str, data: bytes | None) -> tuple[str, int]:
+    """``(host, port)`` of a node registration."""
+    obj = _decode_object(path, data, {"host": str, "port": int})
+    if not obj["host"] or not 0 <= obj["port"] <= 65535:
+        raise ZnodeDecodeError(path, "host must not be empty and port must be within 0..65535", data)
+    return obj["host"], obj["port"]
+
+
+def encode_offsets_config(partitions: int) -> bytes:
+    """``{"version":1,"partitions":50}``"""
+    return _encode_compact({"version": 1, "partitions": partitions})
+
+
+def decode_offsets_config(path: str, data: bytes | None) -> int:
+    """The stored ``offsets.topic.num.partitions``."""
+    partitions = _decode_object(path, data, {"partitions": int})["partitions"]
+    if partitions < 1:
+        raise ZnodeDecodeError(path, f"partitions must be at least 1, not {partitions}", data)
+    return partitions
+
+
+def encode_partition_leader(node_id: int, epoch: int) -> bytes:
+    """``{"version":1,"node_id":2,"epoch":7}``"""
+    return _encode_compact({"version": 1, "node_id": node_id, "epoch": epoch})
+
+
+def decode_partition_leader(path: str, data: bytes | None) -> tuple[int, int]:
+    """``(node_id, epoch)`` of a partition's leader."""
+    obj = _decode_object(path, data, {"node_id": int, "epoch": int})
+    if obj["node_id"] < 0 or obj["epoch"] < 1:
+        raise ZnodeDecodeError(path, "node_id must be ≥ 0 and epoch ≥ 1", data)
+    return obj["node_id"], obj["epoch"]
+
+
+def encode_partition_epoch(epoch: int) -> bytes:
+    """``{"version":1,"epoch":7}``"""
+    return _encode_compact({"version": 1, "epoch": epoch})
+
+
+def decode_partition_epoch(path: str, data: bytes | None) -> int:
+    """The last epoch handed out for a partition (0 before the first election)."""
+    epoch = _decode_object(path, data, {"epoch": int})["epoch"]
+    if epoch < 0:
+        raise ZnodeDecodeError(path, f"epoch must be ≥ 0, not {epoch}", data)
+    return epoch
