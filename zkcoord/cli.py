@@ -450,6 +450,76 @@ def cmd_demo(args: argparse.Namespace) -> int:
 # ---- parser ---------------------------------------------------------------------------------------
 
 
+def _parse_overrides(pairs: Sequence[str]) -> dict[str, str]:
+    overrides = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--override wants key=value, got {pair!r}")
+        overrides[key.strip()] = value.strip()
+    return overrides
+
+
+def cmd_coordinator_start(args: argparse.Namespace) -> int:
+    """Run one coordinator node until SIGTERM or Ctrl-C, then shut down gracefully."""
+    import gevent
+    import gevent.event
+
+    from zkcoord.server.config import node_config
+    from zkcoord.server.metrics import serve_metrics
+    from zkcoord.server.node import CoordinatorNode
+
+    properties: dict[str, object] = read_properties(args.config) if args.config else {}
+    properties.update(_parse_overrides(args.override or []))
+    config = node_config(properties)
+    connect = args.zookeeper or os.environ.get("ZKCOORD_ZK_CONNECT")
+    if not connect:
+        raise UsageError(NO_ZOOKEEPER)
+    node = CoordinatorNode(
+        args.node_id, args.host, args.port, connect, args.log_dir, config, advertised_host=args.advertised_host
+    )
+    stop = gevent.event.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        gevent.signal_handler(signum, stop.set)
+    node.start()
+    metrics = serve_metrics(node.metrics.registry, args.host, args.metrics_port) if args.metrics_port else None
+    print(f"coordinator node {args.node_id} serving on {args.host}:{node.port}", flush=True)
+    try:
+        stop.wait()
+    finally:
+        if metrics is not None:
+            metrics.stop()
+        node.stop()
+    return EXIT_OK
+
+
+def cmd_coordinator_status(args: argparse.Namespace) -> int:
+    """Nodes, partition leaders and epochs from ZooKeeper; loading state and groups from each node."""
+    from zkcoord.server.status import cluster_status
+
+    with zookeeper(args) as client:
+        status = cluster_status(client, args.root)
+    if args.json:
+        _emit_json(status)
+        return EXIT_OK
+    rows = [
+        (
+            node["node_id"],
+            f"{node['host']}:{node['port']}",
+            node["partitions"],
+            node["loading"],
+            node["groups"],
+            node["error"],
+        )
+        for node in status["nodes"]
+    ]
+    _print_table(rows, ("NODE", "ADDRESS", "PARTITIONS", "LOADING", "GROUPS", "ERROR"))
+    print()
+    leaders = [(p["partition"], p["leader"], p["epoch"]) for p in status["partitions"]]
+    _print_table(leaders, ("PARTITION", "LEADER", "EPOCH"))
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="zkcoord", description=__doc__.split("\n")[0])
     parser.add_argument("--log-level", default="WARNING", help="Python logging level (default WARNING)")
@@ -542,12 +612,31 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--skip-corrupt", action="store_true", help="read past a corrupt older segment (reported)")
     log_compact.set_defaults(func=cmd_log_compact)
 
+    coordinator = commands.add_parser("coordinator", help="broker-side group coordinator nodes")
+    coordinator_commands = coordinator.add_subparsers(dest="action", required=True)
+    coordinator_start = coordinator_commands.add_parser("start", help="run one coordinator node until SIGTERM")
+    coordinator_start.add_argument("--node-id", type=int, required=True, help="this node's id (unique)")
+    coordinator_start.add_argument("--host", default="127.0.0.1", help="address to bind and advertise")
+    coordinator_start.add_argument("--port", type=int, default=9092, help="wire-protocol port (0: any free port)")
+    coordinator_start.add_argument("--advertised-host", help="host clients are told to connect to (default: --host)")
+    coordinator_start.add_argument("--log-dir", required=True, help="offsets log directory (shared by all nodes)")
+    coordinator_start.add_argument("--config", metavar="FILE", help="Kafka-style properties file")
+    coordinator_start.add_argument(
+        "--override", action="append", metavar="KEY=VALUE", help="a property that beats --config (repeatable)"
+    )
+    coordinator_start.add_argument("--metrics-port", type=int, help="serve Prometheus metrics at :PORT/metrics")
+    coordinator_start.set_defaults(func=cmd_coordinator_start)
+    coordinator_status = coordinator_commands.add_parser("status", help="nodes, partition leaders, groups per node")
+    coordinator_status.add_argument("--root", default="/zkcoord", help="zkcoord's ZooKeeper root")
+    coordinator_status.add_argument("--json", action="store_true", help="print JSON")
+    coordinator_status.set_defaults(func=cmd_coordinator_status)
+
     demo = commands.add_parser("demo", help="embedded ZooKeeper, a topic, a legacy group, a few bounces")
     demo.add_argument("--members", type=int, default=4)
     demo.add_argument("--partitions", type=int, default=12)
     demo.set_defaults(func=cmd_demo)
 
-    for sub in (listing, alter, create, register, run, verify, export, load):
+    for sub in (listing, alter, create, register, run, verify, export, load, coordinator_start, coordinator_status):
         _zookeeper_option(sub)
     return parser
 

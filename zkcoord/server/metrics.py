@@ -1,0 +1,125 @@
+"""A node's metrics under Kafka's group-coordinator names, exported for Prometheus.
+
+Kafka's names have dashes (``partition-load-time-max``, ``offset-commit-rate``) or CamelCase JMX names
+(``NumGroupsStable``); Prometheus allows neither, so each is exported with underscores and the Kafka
+name in its help text. Gauges are read from the node when scraped, so nothing is updated twice.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from zkcoord.group.state import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE
+from zkcoord.offsets.records import OffsetCommitKey
+
+if TYPE_CHECKING:
+    from zkcoord.group.coordinator import AppendRequest
+    from zkcoord.server.node import CoordinatorNode
+
+RATE_WINDOW_SECONDS = 30.0
+
+
+class NodeMetrics:
+    """Counters the node feeds, and a Prometheus registry that reads them and the node's groups."""
+
+    def __init__(self, node: CoordinatorNode):
+        self._node = node
+        self.requests: dict[str, int] = {}
+        self.offset_commits = 0
+        self.append_errors = 0
+        self.partition_loads = 0
+        self.partition_load_time_max_ms = 0.0
+        self.partition_load_time_total_ms = 0.0
+        self._commit_times: deque[tuple[float, int]] = deque()
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(self)
+
+    def on_request(self, api: str) -> None:
+        self.requests[api] = self.requests.get(api, 0) + 1
+
+    def on_append(self, append: AppendRequest, error: str | None) -> None:
+        if error is not None:
+            self.append_errors += 1
+            return
+        commits = sum(1 for key, value in append.records if type(key) is OffsetCommitKey and value is not None)
+        if commits:
+            self.offset_commits += commits
+            now = time.monotonic()
+            self._commit_times.append((now, commits))
+            while self._commit_times and self._commit_times[0][0] < now - RATE_WINDOW_SECONDS:
+                self._commit_times.popleft()
+
+    def on_partition_loaded(self, elapsed_ms: float) -> None:
+        self.partition_loads += 1
+        self.partition_load_time_total_ms += elapsed_ms
+        self.partition_load_time_max_ms = max(self.partition_load_time_max_ms, elapsed_ms)
+
+    def offset_commit_rate(self) -> float:
+        """Offsets committed per second over the last :data:`RATE_WINDOW_SECONDS`."""
+        now = time.monotonic()
+        recent = sum(count for at, count in self._commit_times if at >= now - RATE_WINDOW_SECONDS)
+        return recent / RATE_WINDOW_SECONDS
+
+    def snapshot(self) -> dict:
+        """The figures ``coordinator status`` and tests read."""
+        coordinator = self._node.coordinator
+        return {
+            "groups": {state: 0 for state in (EMPTY, PREPARING_REBALANCE, COMPLETING_REBALANCE, STABLE, DEAD)}
+            | dict(self._node.groups_by_state()),
+            "offsets": sum(len(group.offsets) for group in coordinator.groups.values()),
+            "owned_partitions": sorted(coordinator.owned),
+            "loading_partitions": sorted(coordinator.loading),
+            "offset_commits": self.offset_commits,
+            "partition_load_time_max_ms": self.partition_load_time_max_ms,
+        }
+
+    def collect(self):
+        snapshot = self.snapshot()
+        groups = GaugeMetricFamily("num_groups", "Groups per state (Kafka NumGroups<State>)", labels=["state"])
+        for state, count in snapshot["groups"].items():
+            groups.add_metric([state], count)
+        yield groups
+        yield GaugeMetricFamily("num_offsets", "Committed offsets cached (Kafka NumOffsets)", value=snapshot["offsets"])
+        yield GaugeMetricFamily(
+            "partition_load_time_max",
+            "Longest offsets-partition load, ms (Kafka partition-load-time-max)",
+            value=self.partition_load_time_max_ms,
+        )
+        average = self.partition_load_time_total_ms / self.partition_loads if self.partition_loads else 0.0
+        yield GaugeMetricFamily(
+            "partition_load_time_avg",
+            "Average offsets-partition load, ms (Kafka partition-load-time-avg)",
+            value=average,
+        )
+        yield GaugeMetricFamily(
+            "offset_commit_rate",
+            "Offsets committed per second (Kafka offset-commit-rate)",
+            value=self.offset_commit_rate(),
+        )
+        yield CounterMetricFamily(
+            "offset_commit", "Offsets committed (Kafka offset-commit-count)", value=self.offset_commits
+        )
+        yield CounterMetricFamily("append_errors", "Failed offsets-log appends", value=self.append_errors)
+        requests = CounterMetricFamily("requests", "Requests handled per API", labels=["api"])
+        for api, count in sorted(self.requests.items()):
+            requests.add_metric([api], count)
+        yield requests
+        yield GaugeMetricFamily(
+            "owned_partitions", "Offsets partitions this node coordinates", value=len(snapshot["owned_partitions"])
+        )
+        yield GaugeMetricFamily("connections_open", "Open client connections", value=self._node.server.connections_open)
+
+
+def serve_metrics(registry: CollectorRegistry, host: str, port: int):
+    """Serve ``registry`` at ``http://host:port/metrics`` on a gevent WSGI server; returns the started server."""
+    from gevent.pywsgi import WSGIServer
+    from prometheus_client import make_wsgi_app
+
+    server = WSGIServer((host, port), make_wsgi_app(registry), log=None)
+    server.start()
+    return server

@@ -1,0 +1,57 @@
+"""``zkcoord coordinator status``: the cluster as ZooKeeper and each node see it.
+
+ZooKeeper tells which nodes are registered and which node leads each offsets partition at which epoch;
+each node answers ListGroups over the wire protocol with its groups and whether it is still loading.
+"""
+
+from __future__ import annotations
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+
+from zkcoord.errors import ErrorCode, ZkcoordError
+from zkcoord.wire.client import WireConnection
+from zkcoord.zk import layout
+
+
+def cluster_status(client: KazooClient, root: str = layout.DEFAULT_ROOT, timeout: float = 5.0) -> dict:
+    """Nodes (address, partitions led, loading, groups) and partitions (leader, epoch) as plain data."""
+    try:
+        node_ids = sorted(int(child) for child in client.get_children(layout.coordinator_nodes_path(root)))
+    except NoNodeError:
+        node_ids = []
+    nodes = {}
+    for node_id in node_ids:
+        path = layout.coordinator_node_path(root, node_id)
+        try:
+            data, _ = client.get(path)
+        except NoNodeError:
+            continue
+        host, port = layout.decode_coordinator_node(path, data)
+        nodes[node_id] = {"node_id": node_id, "host": host, "port": port, "partitions": 0}
+    try:
+        count = layout.decode_offsets_config(
+            layout.offsets_config_path(root), client.get(layout.offsets_config_path(root))[0]
+        )
+    except NoNodeError:
+        count = 0
+    partitions = []
+    for partition in range(count):
+        path = layout.partition_leader_path(root, partition)
+        try:
+            leader, epoch = layout.decode_partition_leader(path, client.get(path)[0])
+        except NoNodeError:
+            leader, epoch = None, None
+        partitions.append({"partition": partition, "leader": leader, "epoch": epoch})
+        if leader in nodes:
+            nodes[leader]["partitions"] += 1
+    for node in nodes.values():
+        node.update(loading=None, groups=None, error="")
+        try:
+            with WireConnection(node["host"], node["port"], timeout=timeout) as connection:
+                response = connection.call("ListGroups", states_filter=[])
+            node["loading"] = response["error_code"] == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+            node["groups"] = len(response["groups"])
+        except (OSError, ZkcoordError) as exc:
+            node["error"] = f"{type(exc).__name__}: {exc}"
+    return {"nodes": list(nodes.values()), "partitions": partitions, "offsets_partitions": count}
