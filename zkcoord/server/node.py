@@ -203,9 +203,17 @@ class CoordinatorNode:
             except LogError as exc:
                 error = exc.kafka_error
                 log.warning("append failed partition=%d error=%s: %s", append.partition, error, exc)
-        append.on_complete(error, base_offset, self.clock.now_ms())
+        self._enter(append.on_complete, error, base_offset, self.clock.now_ms())
         self.metrics.on_append(append, error)
         self._after_entry()
+
+    @staticmethod
+    def _enter(action, *args) -> None:
+        """Run a timer or append callback; a bug in one must not stop the greenlet that runs them all."""
+        try:
+            action(*args)
+        except Exception:
+            log.exception("coordinator callback failed: %r", action)
 
     # -- timers --------------------------------------------------------------------------------------------
 
@@ -221,7 +229,7 @@ class CoordinatorNode:
                 continue
             now = self.clock.now_ms()
             while (action := timers.pop_due(now)) is not None:
-                action(now)
+                self._enter(action, now)
                 self._after_entry()
             gevent.sleep(0)
 
