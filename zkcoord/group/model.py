@@ -46,7 +46,8 @@ class Member:
         return b""
 
     def protocol_names(self) -> list[str]:
-        return [name for name, _ in self.protocols]
+        """The names this member lists, each once: a JoinGroup may repeat one, Kafka keeps them as a set."""
+        return list(dict.fromkeys(name for name, _ in self.protocols))
 
     def vote(self, candidates: set[str]) -> str:
         """The first protocol of this member's preference list that every member supports (MM ``vote``)."""
