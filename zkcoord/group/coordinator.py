@@ -631,19 +631,10 @@ class GroupCoordinator:
             # While loading, 27 sends the member back to JoinGroup without a coordinator lookup (§4.2 step 1).
             loading = error == E.COORDINATOR_LOAD_IN_PROGRESS
             return respond(sync_response(E.REBALANCE_IN_PROGRESS if loading else error))
-        group = self.groups.get(group_id)
-        member_id = request["member_id"]
-        if group is None:
-            return respond(sync_response(E.UNKNOWN_MEMBER_ID))
-        if group.is_dead():
-            return respond(sync_response(E.COORDINATOR_NOT_AVAILABLE))
-        if group.is_static_member_fenced(member_id, request["group_instance_id"]):
-            return respond(sync_response(E.FENCED_INSTANCE_ID))
-        member = group.members.get(member_id)
-        if member is None:
-            return respond(sync_response(E.UNKNOWN_MEMBER_ID))
-        if request["generation_id"] != group.generation:
-            return respond(sync_response(E.ILLEGAL_GENERATION))
+        group, member, error = self._current_member(request)
+        if error is not None:
+            return respond(sync_response(error))
+        member_id = member.member_id
         protocol_type, protocol_name = request["protocol_type"], request["protocol_name"]
         if (protocol_type is not None and protocol_type != group.protocol_type) or (
             protocol_name is not None and protocol_name != group.protocol_name
@@ -662,6 +653,24 @@ class GroupCoordinator:
             self._sync_received(group, member_id)
             respond(sync_response(E.NONE, group.protocol_type, group.protocol_name, member.assignment))
             self._schedule_session(group, member, now_ms)
+
+    def _current_member(self, request: dict) -> tuple[Group | None, Member | None, ErrorCode | None]:
+        """The checks SyncGroup and Heartbeat share (§4.2 steps 2–3, §5.1 steps 2–3), in Kafka's order."""
+        group = self.groups.get(request["group_id"])
+        member_id = request["member_id"]
+        if group is None:
+            return None, None, E.UNKNOWN_MEMBER_ID
+        if group.is_dead():
+            return group, None, E.COORDINATOR_NOT_AVAILABLE
+        if group.is_static_member_fenced(member_id, request["group_instance_id"]):
+            return group, None, E.FENCED_INSTANCE_ID
+        member = group.members.get(member_id)
+        if member is None:
+            # Pending (MEMBER_ID_REQUIRED) ids are not members: they cannot sync or heartbeat (§5.4).
+            return group, None, E.UNKNOWN_MEMBER_ID
+        if request["generation_id"] != group.generation:
+            return group, member, E.ILLEGAL_GENERATION
+        return group, member, None
 
     def _sync_received(self, group: Group, member_id: str) -> None:
         group.pending_sync.discard(member_id)
@@ -703,19 +712,9 @@ class GroupCoordinator:
         if (error := self._group_status(group_id)) is not None:
             # "Respond blindly" while loading so members survive a failover (§5.1 step 1).
             return respond(_error_only(E.NONE if error == E.COORDINATOR_LOAD_IN_PROGRESS else error))
-        group = self.groups.get(group_id)
-        member_id = request["member_id"]
-        if group is None:
-            return respond(_error_only(E.UNKNOWN_MEMBER_ID))
-        if group.is_dead():
-            return respond(_error_only(E.COORDINATOR_NOT_AVAILABLE))
-        if group.is_static_member_fenced(member_id, request["group_instance_id"]):
-            return respond(_error_only(E.FENCED_INSTANCE_ID))
-        member = group.members.get(member_id)
-        if member is None:
-            return respond(_error_only(E.UNKNOWN_MEMBER_ID))
-        if request["generation_id"] != group.generation:
-            return respond(_error_only(E.ILLEGAL_GENERATION))
+        group, member, error = self._current_member(request)
+        if error is not None:
+            return respond(_error_only(error))
         if group.state == EMPTY:
             return respond(_error_only(E.UNKNOWN_MEMBER_ID))
         self._schedule_session(group, member, now_ms)
