@@ -24,7 +24,7 @@ from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
 
 from zkcoord.clock import SystemClock
-from zkcoord.errors import ErrorCode, LogError
+from zkcoord.errors import ErrorCode, FencedLeaderError, LogError
 from zkcoord.group.coordinator import AppendRequest, GroupCoordinator
 from zkcoord.log.fence import EpochFence
 from zkcoord.log.loader import load_partition
@@ -41,6 +41,7 @@ from zkcoord.zk.session import make_kazoo_client
 log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
+LOAD_RETRY_S = 5.0
 
 
 def partition_directory(log_dir: str | Path, partition: int) -> Path:
@@ -126,6 +127,9 @@ class CoordinatorNode:
         if self._stopping:
             return
         self._stopping = True
+        if self.registry is not None:
+            # Deregister first: the others then see this node gone and claim its partitions without a grace.
+            self.registry.stop()
         if self.election is not None:
             self.election.stop()
         for partition in list(self.logs):
@@ -237,24 +241,33 @@ class CoordinatorNode:
 
     def _on_elected(self, partition: int, epoch: int) -> None:
         """Load ``partition`` (its groups answer 14 meanwhile), fenced on disk by ``epoch`` (§9.6)."""
-        if self._stopping:
-            return
+        if self._stopping or self.epochs.get(partition, -1) > epoch:
+            return  # an election older than one already seen (§9.6 step 1)
+        self.epochs[partition] = epoch
         self.coordinator.begin_loading(partition)
+        self._load(partition, epoch)
+
+    def _load(self, partition: int, epoch: int) -> None:
+        if self._stopping or self.epochs.get(partition) != epoch or partition not in self.coordinator.loading:
+            return  # resigned, or elected again, since this load was scheduled
         started = time.monotonic()
         try:
             directory = partition_directory(self.log_dir, partition)
             fence = EpochFence(directory, epoch)
             partition_log = PartitionLog.open(directory, self.config.log, self.clock, fence=fence)
             result = load_partition(partition_log)
-        except LogError as exc:
-            log.error("cannot load partition=%d epoch=%d: %s", partition, epoch, exc)
+        except FencedLeaderError as exc:
+            # A newer leader already claimed the directory; ZooKeeper will tell this node it lost the partition.
+            log.warning("not loading partition=%d epoch=%d: %s", partition, epoch, exc)
             self.coordinator.unload_partition(partition)
             return
-        if self.epochs.get(partition, -1) > epoch:
-            partition_log.close()
+        except LogError as exc:
+            # Serving without the log's groups would lose acknowledged state; keep answering 14 (retriable)
+            # and try again, so an operator can fix the disk (or set log.recovery.skip.corrupt.segments).
+            log.error("cannot load partition=%d epoch=%d, retrying in %ss: %s", partition, epoch, LOAD_RETRY_S, exc)
+            gevent.spawn_later(LOAD_RETRY_S, self._load, partition, epoch)
             return
         self.logs[partition] = partition_log
-        self.epochs[partition] = epoch
         groups = self.coordinator.load_partition(partition, result.store, self.clock.now_ms())
         elapsed_ms = (time.monotonic() - started) * 1000
         self.metrics.on_partition_loaded(elapsed_ms)
