@@ -640,3 +640,17 @@ def test_metadata_record_uses_the_metadata_of_the_chosen_protocol():
     ]
     assert (record.protocol, record.leader, record.generation) == ("roundrobin", "a", 3)
     assert [m.assignment for m in group.metadata_record().members] == [b"x", b""]
+
+
+def test_rescheduling_one_key_many_times_keeps_the_heap_small_and_fires_once():
+    """A heartbeat reschedules its session timer each time; stale entries must not pile up for a session."""
+    timers = Timers()
+    fired = []
+    for beat in range(10_000):
+        timers.schedule(("session", "g", "m"), 45_000 + beat, fired.append)
+    timers.schedule(("session", "g", "other"), 50, fired.append)
+    assert len(timers._heap) <= 2 * len(timers) + 1024
+    while (action := timers.pop_due(10**9)) is not None:
+        action(len(fired))
+    assert fired == [0, 1]
+    assert len(timers) == 0

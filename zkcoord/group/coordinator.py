@@ -13,6 +13,7 @@ Pure: must not import gevent, kazoo, sockets, threads or a clock.
 
 from __future__ import annotations
 
+import functools
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -69,6 +70,7 @@ def mapped_append_error(error_name: str, table: Mapping[str, ErrorCode]) -> int:
     return int(E[error_name]) if error_name in E.__members__ else int(E.UNKNOWN_SERVER_ERROR)
 
 
+@functools.lru_cache(maxsize=65536)
 def partition_for(group_id: str, num_partitions: int) -> int:
     """§9.1 / wire-protocol §6: ``kafka_abs(java_string_hash(group_id)) % num_partitions``."""
     code = java_string_hash(group_id)

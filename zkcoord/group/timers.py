@@ -8,6 +8,7 @@ import itertools
 from collections.abc import Callable, Hashable
 
 TimerAction = Callable[[int], None]
+_COMPACT_SLACK = 1024
 
 
 class Timers:
@@ -23,6 +24,11 @@ class Timers:
         sequence = next(self._sequence)
         self._live[key] = (deadline_ms, sequence, action)
         heapq.heappush(self._heap, (deadline_ms, sequence, key))
+        if len(self._heap) > 2 * len(self._live) + _COMPACT_SLACK:
+            # Heartbeats reschedule session timers far more often than they fire; without this the heap would
+            # hold one stale entry per heartbeat for a whole session timeout.
+            self._heap = [(deadline, seq, k) for k, (deadline, seq, _) in self._live.items()]
+            heapq.heapify(self._heap)
 
     def cancel(self, key: Hashable) -> None:
         self._live.pop(key, None)

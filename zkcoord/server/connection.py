@@ -35,6 +35,7 @@ _RECV_BYTES = 65536
 # would send RST, and an RST can make the client drop the error frame before reading it.
 _LINGER_SECONDS = 2.0
 _ENCODE_ERRORS = (TypeError, ValueError, OverflowError)
+_MAX_BATCHED_RESPONSES = 64
 
 
 def _server_error(message: str) -> dict:
@@ -79,6 +80,9 @@ class _Connection:
         # True from reading a request until its response is written: stop() lets such a connection finish.
         self.busy = False
         self.draining = False
+        # Responses of pipelined requests answered at once are written together: one send per burst, not one per
+        # response (which made a busy connection hold the hub for seconds).
+        self._out: list[bytes] = []
 
     def serve(self) -> None:
         while not self.draining:
@@ -95,8 +99,12 @@ class _Connection:
             try:
                 if not self._handle(message):
                     return
+                if len(self._out) >= _MAX_BATCHED_RESPONSES and not self._flush():
+                    return
             finally:
                 self.busy = False
+        self.busy = True
+        self._flush()
 
     def drain(self) -> None:
         """Finish the request in hand, if any, then close; an idle connection closes now."""
@@ -109,6 +117,15 @@ class _Connection:
             self._sock.close()
 
     def _receive(self) -> bool:
+        self.busy = True
+        try:
+            if not self._flush():
+                return False
+        finally:
+            self.busy = False
+        # Yield before reading: a connection whose socket always has data would otherwise never let other
+        # connections, timers, accepts or signals run.
+        gevent.sleep(0)
         try:
             data = self._sock.recv(_RECV_BYTES)
         except OSError as error:
@@ -139,6 +156,8 @@ class _Connection:
             log.exception("dispatch failed %s", what)
             if not reply.answered:
                 reply(_server_error("the server failed to handle this request; see its log"))
+        if not reply.answered:
+            self._flush()  # the client may be waiting for earlier answers while this one is parked
         return reply.wait()
 
     def _encoded(self, correlation_id: int, response: object) -> bytes:
@@ -169,12 +188,21 @@ class _Connection:
         return written
 
     def _send(self, correlation_id: int, response: object) -> bool:
-        return self._write(self._encoded(correlation_id, response))
+        self._out.append(self._encoded(correlation_id, response))
+        return True
+
+    def _flush(self) -> bool:
+        """Write the responses waiting in order; False when the connection can no longer be written to."""
+        if not self._out:
+            return True
+        frames, self._out = self._out, []
+        return self._write(frames[0] if len(frames) == 1 else b"".join(frames))
 
     def _answer_frame_error(self, error: FrameError) -> None:
         self._server.frame_errors_total += 1
         log.info("bad frame, closing peer=%s correlation_id=%s error=%s", self.peer, error.correlation_id, error)
-        if not self._write(encode_frame(error_frame(error))):
+        self._out.append(encode_frame(error_frame(error)))  # after the answers to the requests before it
+        if not self._flush():
             return
         try:
             self._sock.shutdown(socket.SHUT_WR)

@@ -85,6 +85,7 @@ class CoordinatorNode:
         self.registry: NodeRegistry | None = None
         self.election: PartitionElection | None = None
         self._timer_wakeup = Event()
+        self._timer_target: int | None = None  # the deadline the timer greenlet sleeps towards
         self._topic_events: Queue = Queue()
         self._topic_counts: dict[str, int] = {}
         self._greenlets: list[gevent.Greenlet] = []
@@ -193,7 +194,10 @@ class CoordinatorNode:
         """After any entry into the state machine: start the appends it asked for, re-aim the timer greenlet."""
         for append in self.coordinator.take_appends():
             gevent.spawn(self._append, append)
-        self._timer_wakeup.set()
+        deadline = self.coordinator.timers.next_deadline()
+        # Most entries only move deadlines later (a heartbeat); wake the timer greenlet only for an earlier one.
+        if deadline is not None and (self._timer_target is None or deadline < self._timer_target):
+            self._timer_wakeup.set()
 
     def _append(self, append: AppendRequest) -> None:
         partition_log = self.logs.get(append.partition)
@@ -224,7 +228,7 @@ class CoordinatorNode:
     def _run_timers(self) -> None:
         timers = self.coordinator.timers
         while True:
-            deadline = timers.next_deadline()
+            deadline = self._timer_target = timers.next_deadline()
             # Kafka fires a timer once the clock is past its deadline; +1 ms matches "now > deadline".
             wait = None if deadline is None else max(0.0, (deadline + 1 - self.clock.now_ms()) / 1000)
             self._timer_wakeup.clear()
