@@ -38,6 +38,7 @@ lint: setup
 bench: setup
 	$(BIN)/python benchmarks/legacy_rebalance.py
 	$(BIN)/python benchmarks/offsets_log.py
+	$(BIN)/python benchmarks/coordinator.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

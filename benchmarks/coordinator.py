@@ -1,0 +1,734 @@
+"""Coordinator node throughput and rebalance latency over loopback, against ZooKeeper offset commits.
+
+One coordinator node runs in its own process (benchmarks/coordinator_load.py ``serve``: a CoordinatorNode as
+``zkcoord coordinator start`` runs it, default settings except group.initial.rebalance.delay.ms=100) on an
+embedded ZooKeeper; load-generator processes drive it over loopback. In one run, prints:
+
+1. Heartbeats/s against Stable groups: many members, many connections, requests pipelined on each connection;
+   and how long the node's gevent hub was kept from waking a 10 ms sleep meanwhile (timers, accepts, signals);
+2. durable OffsetCommit/s (log.flush.policy=group, the default: each reply after the fsync of its batch), one
+   group per connection, with 1 and with 100 partitions per request (requests/s and offsets/s) and requests per
+   fsync; the groups spread over the offsets partitions as their ids hash, and, for 1 partition per request,
+   all on one offsets partition (the group commit at its best);
+3. rebalance latency for (members, partitions) = (10, 100) and (100, 1000), heartbeat.interval.ms 3000 and 100:
+   from a new member's JoinGroup, and from a LeaveGroup, to every member synced on the next generation with the
+   range assignment of every partition. Members run the real protocol: heartbeats at the interval, a rejoin on
+   REBALANCE_IN_PROGRESS, the leader assigns by range, all SyncGroup. Each trigger comes at a random moment of
+   the heartbeat cycle; "detect" is until the last member learned of the rebalance from its heartbeat and
+   rejoined, "join+sync" the rest;
+4. the baseline, on the same ZooKeeper: 0.8.2 offset commits, one znode write per partition
+   (/consumers/[g]/offsets/[t]/[p]), synchronous and pipelined (kazoo set_async), then pipelined from a minimal
+   client of ZooKeeper's own protocol (kazoo costs more CPU than ZooKeeper itself); and the ratios.
+
+Each measurement shows the CPU used, in cores, by the node, the load generators, ZooKeeper and everything else on
+the machine (other sessions' tests skew the figures): a node at 1.00 core is the bottleneck. The aims are marked
+PASS or BELOW; being below never makes the exit status non-zero. Fixed seeds; every process is stopped and the
+temporary directory (under the repository's var/, not tmpfs) removed at the end. --profile also runs cProfile in
+the node during the heartbeat and the 1-partition commit measurements and prints the top functions.
+
+    python benchmarks/coordinator.py [--quick] [--profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import json
+import multiprocessing
+import os
+import platform
+import pstats
+import queue
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import coordinator_load
+import gevent
+import msgpack
+from kazoo.client import KazooClient
+
+from zkcoord.group.coordinator import partition_for
+from zkcoord.wire.client import WireConnection
+from zkcoord.zk import admin
+from zkcoord.zk.server import EmbeddedZooKeeper
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+SERVER_SCRIPT = HERE / "coordinator_load.py"  # its ``serve`` command runs the node
+OFFSETS_PARTITIONS = 50  # offsets.topic.num.partitions, the default
+HEARTBEAT_TOPIC, COMMIT_TOPIC = "bench-heartbeat", "bench-commits"
+COMMIT_TOPIC_PARTITIONS = 100
+REBALANCE_CONFIGS = ((10, 100), (100, 1000))
+SESSION_TIMEOUT_MS = 45_000  # Kafka's default session.timeout.ms
+AIM_HEARTBEATS = 20_000
+AIM_COMMITS = 10_000
+AIM_REBALANCE_MS = 100
+AIM_ZOOKEEPER_RATIO = 5.0
+SEED = 20240601
+
+
+@dataclass(frozen=True)
+class Scale:
+    warmup_seconds: float
+    measure_seconds: float
+    load_processes: int  # load generators of a throughput measurement
+    heartbeat_groups: int  # per load generator
+    heartbeat_members: int  # per group
+    heartbeat_connections: int  # per load generator
+    heartbeat_depth: int  # requests in flight per connection
+    commit_connections: int  # per load generator, one group each
+    commit_depth: int
+    zookeeper_clients: int  # pipelining kazoo clients, one process each
+    zookeeper_window: int  # set_async in flight per pipelining client
+    repeats: dict[int, int]  # heartbeat.interval.ms -> triggers of each kind
+
+
+FULL = Scale(1.0, 5.0, 2, 5, 100, 50, 16, 128, 4, 2, 1000, {3000: 2, 100: 6})
+QUICK = Scale(0.5, 1.5, 2, 2, 50, 20, 16, 32, 4, 2, 500, {3000: 1, 100: 2})
+
+
+def verdict(ok: bool) -> str:
+    return "PASS" if ok else "BELOW"
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as file:
+        cpu = next((line.split(":", 1)[1].strip() for line in file if line.startswith("model name")), cpu)
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    compiled = "C extension" if msgpack.Packer.__module__.endswith("_cmsgpack") else "pure Python"
+    return (
+        f"{os.cpu_count()} cores ({usable} usable), {cpu}, {platform.system()} {platform.release()}; "
+        f"{platform.python_implementation()} {platform.python_version()}, gevent {gevent.__version__}, "
+        f"msgpack {msgpack.version_str if hasattr(msgpack, 'version_str') else msgpack.version} ({compiled}); "
+        f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (all its threads), from /proc."""
+    try:
+        with open(f"/proc/{pid}/stat") as file:
+            fields = file.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+# ---- the node under test ------------------------------------------------------------------------------------
+
+
+class Server:
+    """The coordinator node's process; its stdout carries the serving line and the JSON answers to signals."""
+
+    def __init__(self, root: Path, connect: str, profile: Path):
+        self.log_path = root / "server.log"
+        self.profile_path = profile
+        self._lines: queue.Queue = queue.Queue()
+        command = [
+            sys.executable,
+            str(SERVER_SCRIPT),
+            "serve",
+            "--node-id",
+            "1",
+            "--zookeeper",
+            connect,
+            "--log-dir",
+            str(root / "offsets"),
+            "--override",
+            "group.initial.rebalance.delay.ms=100",
+            "--profile",
+            str(profile),
+        ]
+        with open(self.log_path, "ab") as log_file:
+            self.process = subprocess.Popen(
+                command,
+                stdout=subprocess.PIPE,
+                stderr=log_file,
+                stdin=subprocess.DEVNULL,
+                text=True,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+        threading.Thread(target=self._read, daemon=True).start()
+        line = self._line(60)
+        if "serving on" not in line:
+            raise RuntimeError(f"the coordinator did not start: {line!r}\n{self.log_tail()}")
+        host, port = line.rsplit(" ", 1)[1].rsplit(":", 1)
+        self.address = (host, int(port))
+
+    def _read(self) -> None:
+        for line in self.process.stdout:
+            self._lines.put(line.strip())
+        self._lines.put("")  # EOF: the process is gone
+
+    def _line(self, timeout: float) -> str:
+        try:
+            line = self._lines.get(timeout=timeout)
+        except queue.Empty:
+            raise RuntimeError(f"the coordinator said nothing in {timeout:.0f} s\n{self.log_tail()}") from None
+        if not line:
+            raise RuntimeError(f"the coordinator exited with {self.process.poll()}\n{self.log_tail()}")
+        return line
+
+    def _signal(self, signum: int, key: str) -> dict:
+        self.process.send_signal(signum)
+        while True:
+            with contextlib.suppress(ValueError):
+                answer = json.loads(self._line(30))
+                if key in answer:
+                    return answer
+
+    def stats(self) -> dict:
+        """CPU seconds, fsyncs, requests, timers ... of the node, now (SIGUSR1)."""
+        return self._signal(signal.SIGUSR1, "cpu")
+
+    def profile_start(self) -> None:
+        self._signal(signal.SIGUSR2, "profiling")
+
+    def profile_stop(self) -> pstats.Stats:
+        self._signal(signal.SIGUSR2, "profile")
+        return pstats.Stats(str(self.profile_path))
+
+    def wait_loaded(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while (figures := self.stats())["owned"] < OFFSETS_PARTITIONS or figures["loading"]:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"offsets partitions not loaded in {timeout:.0f} s: {figures}")
+            time.sleep(0.2)
+
+    def wait_topics(self, topics: dict[str, int], timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        with WireConnection(*self.address) as conn:
+            while True:
+                answer = conn.call("Metadata", topics=sorted(topics))["topics"]
+                if all(t["error_code"] == 0 and len(t["partitions"]) == topics[t["name"]] for t in answer):
+                    return
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the coordinator does not know the topics in {timeout:.0f} s: {answer}")
+                time.sleep(0.1)
+
+    def log_tail(self, lines: int = 30) -> str:
+        with contextlib.suppress(OSError):
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        return ""
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+# ---- load generators ----------------------------------------------------------------------------------------
+
+
+class LoadError(RuntimeError):
+    pass
+
+
+class Workers:
+    """Load-generator processes of one kind (coordinator_load.LOADS), each with its inbox; one shared outbox."""
+
+    running: list[multiprocessing.Process] = []
+
+    def __init__(self, kind: str, params: list[dict]):
+        context = multiprocessing.get_context("spawn")
+        self.kind = kind
+        self.outbox = context.Queue()
+        self.inboxes = [context.Queue() for _ in params]
+        self.processes = [
+            context.Process(
+                target=coordinator_load.worker_main, args=(kind, p, inbox, self.outbox), daemon=True, name=kind
+            )
+            for p, inbox in zip(params, self.inboxes, strict=True)
+        ]
+        for process in self.processes:
+            process.start()
+            Workers.running.append(process)
+
+    def collect(self, what: str, timeout: float, on_progress=None) -> list:
+        """One ``what`` message from every process; progress messages go to ``on_progress`` meanwhile."""
+        answers = []
+        deadline = time.monotonic() + timeout
+        while len(answers) < len(self.processes):
+            try:
+                message = self.outbox.get(timeout=1.0)
+            except queue.Empty:
+                if time.monotonic() > deadline:
+                    raise LoadError(f"{self.kind} load generators: no {what} in {timeout:.0f} s") from None
+                if any(p.exitcode not in (None, 0) for p in self.processes):
+                    raise LoadError(f"a {self.kind} load generator died") from None
+                continue
+            if message[0] == "error":
+                raise LoadError(message[1])
+            if message[0] == "progress":
+                if on_progress is not None:
+                    on_progress(message[1])
+                continue
+            if message[0] != what:
+                raise LoadError(f"{self.kind}: expected {what}, got {message[0]}")
+            answers.append(message[1])
+        return answers
+
+    @property
+    def pids(self) -> list[int]:
+        return [process.pid for process in self.processes if process.pid is not None]
+
+    def go(self, start_at: float, end_at: float) -> None:
+        for inbox in self.inboxes:
+            inbox.put(("go", start_at, end_at))
+
+    def close(self) -> None:
+        for process in self.processes:
+            process.join(timeout=10)
+        stop_processes(self.processes)
+
+    @staticmethod
+    def stop_all() -> None:
+        stop_processes(Workers.running)
+
+
+def stop_processes(processes: list[multiprocessing.Process]) -> None:
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    for process in processes:
+        process.join(timeout=5)
+        if process.is_alive():
+            process.kill()
+            process.join()
+
+
+class CpuWindow:
+    """CPU used over a window, in cores (1.0 = one core busy): by role from /proc/PID/stat, and by the whole machine
+    from /proc/stat; "others" is the machine's less ours (other sessions' tests, the kernel's own work)."""
+
+    def __init__(self, roles: dict[str, list[int]]):
+        self.roles = roles
+        self._start = {role: sum(process_cpu_seconds(pid) for pid in pids) for role, pids in roles.items()}
+        self._machine = machine_seconds()
+        self._at = time.monotonic()
+        self.cores: dict[str, float] = {}
+
+    def stop(self) -> CpuWindow:
+        elapsed = time.monotonic() - self._at
+        for role, pids in self.roles.items():
+            self.cores[role] = (sum(process_cpu_seconds(pid) for pid in pids) - self._start[role]) / elapsed
+        busy, _ = machine_seconds()
+        self.cores["machine"] = (busy - self._machine[0]) / elapsed
+        self.cores["others"] = max(0.0, self.cores["machine"] - sum(self.cores[role] for role in self.roles))
+        return self
+
+    def __str__(self) -> str:
+        parts = [f"{role} {self.cores[role]:.2f}" for role in (*self.roles, "others")]
+        return f"CPU cores: {', '.join(parts)} (machine {self.cores['machine']:.2f} of {os.cpu_count()})"
+
+
+def machine_seconds() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the machine since boot, from /proc/stat (busy: all but idle and iowait)."""
+    with open("/proc/stat") as file:
+        values = [int(x) for x in file.readline().split()[1:9]]
+    tick = os.sysconf("SC_CLK_TCK")
+    return (sum(values) - values[3] - values[4]) / tick, sum(values) / tick
+
+
+@dataclass
+class Throughput:
+    count: int
+    seconds: float
+    errors: dict
+    cpu: CpuWindow
+    server_before: dict
+    server_after: dict
+    profile: pstats.Stats | None = None
+
+    @property
+    def rate(self) -> float:
+        return self.count / self.seconds
+
+
+def measure(
+    kind: str, params: list[dict], scale: Scale, server: Server | None, zookeeper_pid: int, profile: bool = False
+) -> Throughput:
+    """Start the load generators, let them set up, then count what completes in one window after a warm-up.
+
+    CPU is read from /proc at the window's edges; the node's own counters (SIGUSR1) are read after that, so a
+    node slow to answer signals (its hub busy) delays those counters, not the window.
+    """
+    workers = Workers(kind, params)
+    try:
+        workers.collect("ready", timeout=180)
+        start_at = time.monotonic() + scale.warmup_seconds
+        end_at = start_at + scale.measure_seconds
+        workers.go(start_at, end_at)
+        roles = {"server": [server.process.pid] if server is not None else [], "load generators": workers.pids}
+        roles["zookeeper"] = [zookeeper_pid]
+        time.sleep(max(0.0, start_at - time.monotonic()))
+        cpu = CpuWindow(roles)
+        before = server.stats() if server is not None else {}
+        if profile and server is not None:
+            server.profile_start()
+        time.sleep(max(0.0, end_at - time.monotonic()))
+        cpu.stop()
+        stats = server.profile_stop() if profile and server is not None else None
+        after = server.stats() if server is not None else {}
+        results = workers.collect("result", timeout=120)
+    finally:
+        workers.close()
+    errors: dict = {}
+    for result in results:
+        for code, count in result["errors"].items():
+            errors[code] = errors.get(code, 0) + count
+    return Throughput(sum(r["count"] for r in results), end_at - start_at, errors, cpu, before, after, stats)
+
+
+def print_profile(title: str, stats: pstats.Stats, top: int = 20) -> None:
+    print(f"\n   cProfile of the server during {title}: top {top} by own time (profiling slows it)")
+    total = stats.total_tt or 1.0
+    rows = sorted(stats.stats.items(), key=lambda item: item[1][2], reverse=True)[:top]
+    print(f"   {'own s':>7} {'share':>6} {'calls':>10} {'cum s':>7}  function")
+    for (file, line, name), (_, calls, own, cumulative, _) in rows:
+        where = f"{Path(file).name}:{line}" if file != "~" else "built-in"
+        print(f"   {own:7.2f} {own / total:6.1%} {calls:>10,} {cumulative:7.2f}  {name} ({where})")
+
+
+# ---- the phases -----------------------------------------------------------------------------------------------
+
+
+def heartbeat_phase(server: Server, zookeeper_pid: int, scale: Scale, profile: bool) -> Throughput:
+    groups = scale.load_processes * scale.heartbeat_groups
+    members = groups * scale.heartbeat_members
+    connections = scale.load_processes * scale.heartbeat_connections
+    print(
+        f"\n1. Heartbeats against Stable groups: {groups} groups x {scale.heartbeat_members} members = {members:,} "
+        f"members (session.timeout.ms {SESSION_TIMEOUT_MS}), heartbeats over {connections} connections from "
+        f"{scale.load_processes} processes, {scale.heartbeat_depth} in flight per connection "
+        f"({connections * scale.heartbeat_depth:,} in all); {scale.warmup_seconds:g} s warm-up, "
+        f"{scale.measure_seconds:g} s measured",
+        flush=True,
+    )
+    print(f"   joining {members:,} members (one connection each, the leader assigns by range) ...", flush=True)
+    params = [
+        {
+            "address": server.address,
+            "groups": [f"hb-{w}-{g}" for g in range(scale.heartbeat_groups)],
+            "members": scale.heartbeat_members,
+            "topic": HEARTBEAT_TOPIC,
+            "partitions": 10,
+            "session_timeout_ms": SESSION_TIMEOUT_MS,
+            "connections": scale.heartbeat_connections,
+            "depth": scale.heartbeat_depth,
+        }
+        for w in range(scale.load_processes)
+    ]
+    run = measure("heartbeat", params, scale, server, zookeeper_pid, profile)
+    before, after = run.server_before, run.server_after
+    print(
+        f"   {run.rate:>10,.0f} heartbeats/s   errors {run.errors or 'none'}   "
+        f"aim ≥ {AIM_HEARTBEATS:,}/s: {verdict(run.rate >= AIM_HEARTBEATS)}\n"
+        f"   {run.cpu}\n"
+        f"   server: longest wait of a 10 ms sleep on its hub {after['lag_max_ms']:,.0f} ms (how late timers, "
+        f"accepts and signals can run), {after['timers']:,} live timers in a heap of {before['timer_heap']:,} -> "
+        f"{after['timer_heap']:,} entries, RSS {after['rss_mb']:,.0f} MiB",
+        flush=True,
+    )
+    if run.profile is not None:
+        print_profile("the heartbeat window", run.profile)
+    return run
+
+
+def groups_on_one_partition(prefix: str, count: int) -> list[str]:
+    """``count`` group ids that all belong to offsets partition 0 (wire-protocol.md §6)."""
+    names = (f"{prefix}-{n}" for n in itertools.count())
+    return list(itertools.islice((g for g in names if partition_for(g, OFFSETS_PARTITIONS) == 0), count))
+
+
+def commit_phase(server: Server, zookeeper_pid: int, scale: Scale, profile: bool) -> dict[str, Throughput]:
+    connections = scale.load_processes * scale.commit_connections
+    print(
+        f"\n2. Durable OffsetCommits (log.flush.policy=group: each reply after the fsync of its batch): simple "
+        f"commits (generation -1) from {connections} connections in {scale.load_processes} processes, one group "
+        f"per connection, {scale.commit_depth} in flight per connection (a connection is served one request at a "
+        f"time, so at most {connections} commits wait for a flush); topic of {COMMIT_TOPIC_PARTITIONS} partitions. "
+        f"The groups are spread over the {OFFSETS_PARTITIONS} offsets partitions as their ids hash, or (to show "
+        f"the group commit at its best) chosen to share one\n",
+        flush=True,
+    )
+    print(
+        f"   {'groups':>16} {'partitions/request':>18} {'requests/s':>11} {'offsets/s':>11} {'requests/fsync':>14}  "
+        f"CPU cores"
+    )
+    runs: dict[str, Throughput] = {}
+    plan = (("spread", 1), ("one partition", 1), ("spread", 100))
+    for spread, per_request in plan:
+        label = f"{spread} {per_request}"
+        per_process = scale.commit_connections
+        if spread == "spread":
+            groups = [f"commit-{per_request}-{n}" for n in range(connections)]
+        else:
+            groups = groups_on_one_partition(f"commit-one-{per_request}", connections)
+        params = [
+            {
+                "address": server.address,
+                "groups": groups[w * per_process : (w + 1) * per_process],
+                "topic": COMMIT_TOPIC,
+                "topic_partitions": COMMIT_TOPIC_PARTITIONS,
+                "partitions_per_request": per_request,
+                "depth": scale.commit_depth,
+            }
+            for w in range(scale.load_processes)
+        ]
+        run = measure("commit", params, scale, server, zookeeper_pid, profile and label == "spread 1")
+        runs[label] = run
+        fsyncs = run.server_after["fsyncs"] - run.server_before["fsyncs"]
+        requests = run.server_after["requests"] - run.server_before["requests"]
+        cores = run.cpu.cores
+        print(
+            f"   {spread:>16} {per_request:>18} {run.rate:>11,.0f} {run.rate * per_request:>11,.0f} "
+            f"{requests / max(fsyncs, 1):>14.1f}  server {cores['server']:.2f}, load generators "
+            f"{cores['load generators']:.2f}, others {cores['others']:.2f}"
+            + (f"  errors {run.errors}" if run.errors else ""),
+            flush=True,
+        )
+    if runs["spread 1"].profile is not None:
+        print_profile("the 1-partition commit window, groups spread", runs["spread 1"].profile)
+    return runs
+
+
+def rebalance_phase(server: Server, scale: Scale) -> dict[tuple[int, int, int, str], list[dict]]:
+    print(
+        f"\n3. Rebalance latency: members run the real protocol (heartbeat.interval.ms below, session.timeout.ms "
+        f"{SESSION_TIMEOUT_MS}, one connection each, all in one load-generator process); a new member joins, then "
+        f"leaves again (LeaveGroup), each at a random moment of the heartbeat cycle; from that JoinGroup or "
+        f"LeaveGroup until every member is synced on the next generation with all partitions assigned by range. "
+        f"detect: until the last member rejoined after its heartbeat got 27; join+sync: the rest",
+        flush=True,
+    )
+    rows: dict[tuple[int, int, int, str], list[dict]] = {}
+    unexpected: dict = {}
+    for members, partitions in REBALANCE_CONFIGS:
+        for interval, repeats in sorted(scale.repeats.items(), reverse=True):
+            label = f"{members} members, {partitions} partitions, heartbeat {interval} ms"
+            print(f"   {label}: joining ...", flush=True)
+            params = {
+                "address": server.address,
+                "group": f"rebalance-{members}x{partitions}-{interval}",
+                "topic": f"bench-rebalance-{partitions}",
+                "partitions": partitions,
+                "members": members,
+                "interval_ms": interval,
+                "session_timeout_ms": SESSION_TIMEOUT_MS,
+                "repeats": repeats,
+                "seed": SEED + members + interval,
+            }
+
+            def progress(row: dict, label=label) -> None:
+                print(
+                    f"   {label}: {row['trigger']:>5} #{row['repeat'] + 1}: {row['total_ms']:7.1f} ms "
+                    f"(detect {row['detect_ms']:7.1f} + join+sync {row['join_sync_ms']:5.1f}), "
+                    f"generation {row['generation']}",
+                    flush=True,
+                )
+
+            workers = Workers("rebalance", [params])
+            try:
+                workers.collect("ready", timeout=120)
+                timeout = repeats * 2 * (3 * interval / 1000 + 20) + 30
+                (result,) = workers.collect("result", timeout=timeout, on_progress=progress)
+            finally:
+                workers.close()
+            for row in result["rows"]:
+                rows.setdefault((members, partitions, interval, row["trigger"]), []).append(row)
+            for key, count in result["unexpected"].items():
+                unexpected[key] = unexpected.get(key, 0) + count
+    print(
+        f"\n   {'members':>7} {'partitions':>10} {'interval':>8} {'trigger':>7} {'n':>2} {'median':>9} {'max':>9} "
+        f"{'detect (median)':>15} {'join+sync (median)':>18} {'join+sync (max)':>15}"
+    )
+    for (members, partitions, interval, trigger), found in rows.items():
+        totals = [row["total_ms"] for row in found]
+        print(
+            f"   {members:>7} {partitions:>10} {interval:>5} ms {trigger:>7} {len(found):>2} "
+            f"{statistics.median(totals):>6.1f} ms {max(totals):>6.1f} ms "
+            f"{statistics.median(row['detect_ms'] for row in found):>12.1f} ms "
+            f"{statistics.median(row['join_sync_ms'] for row in found):>15.1f} ms "
+            f"{max(row['join_sync_ms'] for row in found):>12.1f} ms"
+        )
+    if unexpected:
+        print(f"   unexpected answers seen by members: {unexpected}")
+    return rows
+
+
+def zookeeper_phase(connect: str, zookeeper_pid: int, scale: Scale) -> dict[str, Throughput]:
+    print(
+        f"\n4. Baseline: 0.8.2 offset commits on the same ZooKeeper (same disk; it fsyncs its transaction log, "
+        f"group-committed): one setData of /consumers/[g]/offsets/[t]/[p] per partition offset; synchronous (one "
+        f"at a time, as the 0.8.2 consumer commits) from 1 kazoo client, and pipelined (set_async, "
+        f"{scale.zookeeper_window} in flight per client) from {scale.zookeeper_clients} kazoo clients in as many "
+        f"processes; kazoo costs the client far more CPU than ZooKeeper, so last the same pipelined writes from a "
+        f"minimal client of ZooKeeper's own protocol (pre-built frames, one process) show what ZooKeeper takes\n",
+        flush=True,
+    )
+    runs = {}
+    plan = (("sync", "zookeeper", 1), ("pipelined", "zookeeper", scale.zookeeper_clients), ("raw", "zookeeper-raw", 1))
+    for mode, kind, clients in plan:
+        params = [
+            {
+                "connect": connect,
+                "mode": mode,
+                "group": f"zk-pipelined-{c}" if mode == "raw" else f"zk-{mode}-{c}",
+                "topic": COMMIT_TOPIC,
+                "partitions": COMMIT_TOPIC_PARTITIONS,
+                "window": scale.zookeeper_window,
+            }
+            for c in range(clients)
+        ]
+        run = measure(kind, params, scale, None, zookeeper_pid)
+        runs[mode] = run
+        cores = run.cpu.cores
+        label = {"sync": "synchronous", "pipelined": "pipelined", "raw": "pipelined, raw client"}[mode]
+        client = "raw client" if mode == "raw" else "kazoo clients"
+        print(
+            f"   {label:>21}: {run.rate:>9,.0f} commits/s   CPU cores: zookeeper {cores['zookeeper']:.2f}, {client} "
+            f"{cores['load generators']:.2f}, others {cores['others']:.2f}"
+            + (f"  errors {run.errors}" if run.errors else ""),
+            flush=True,
+        )
+    return runs
+
+
+# ---- main -------------------------------------------------------------------------------------------------------
+
+
+def create_topics(server: str, connect: str, topics: dict[str, int]) -> None:
+    """The chroot of ``connect`` on ``server``, then the topics under its /brokers/topics."""
+    client = KazooClient(hosts=server)
+    client.start(timeout=30)
+    client.ensure_path(connect[len(server) :])
+    client.stop()
+    client.close()
+    client = KazooClient(hosts=connect)
+    client.start(timeout=30)
+    try:
+        for name, partitions in topics.items():
+            admin.create_topic(client, name, partitions)
+    finally:
+        client.stop()
+        client.close()
+
+
+def summary(
+    heartbeats: Throughput,
+    commits: dict[str, Throughput],
+    rebalances: dict[tuple[int, int, int, str], list[dict]],
+    zookeeper: dict[str, Throughput],
+) -> None:
+    print("\nSummary (the aims of the issue; being below does not fail this command)\n")
+    print(f"   {'measure':<72} {'value':>20}  {'aim':<11} verdict")
+
+    def row(measure: str, value: str, aim: str = "", ok: bool | None = None) -> None:
+        print(f"   {measure:<72} {value:>20}  {aim:<11} {'' if ok is None else verdict(ok)}".rstrip())
+
+    rate = heartbeats.rate
+    row("heartbeats/s, Stable groups", f"{rate:,.0f}/s", f"≥ {AIM_HEARTBEATS:,}/s", rate >= AIM_HEARTBEATS)
+    spread, one, hundred = commits["spread 1"], commits["one partition 1"], commits["spread 100"]
+    aim = f"≥ {AIM_COMMITS:,}/s"
+    row("durable OffsetCommit/s, 1 partition/request", f"{spread.rate:,.0f}/s", aim, spread.rate >= AIM_COMMITS)
+    row("   the same, all groups on one offsets partition", f"{one.rate:,.0f}/s", aim, one.rate >= AIM_COMMITS)
+    row("durable OffsetCommit/s, 100 partitions/request", f"{hundred.rate:,.0f}/s")
+    row("   offsets/s", f"{hundred.rate * 100:,.0f}/s")
+    for (members, partitions, interval, trigger), found in rebalances.items():
+        totals = [r["total_ms"] for r in found]
+        what = "LeaveGroup" if trigger == "leave" else "a join"
+        measure = f"rebalance {members}/{partitions} after {what}, heartbeat {interval} ms, median"
+        value = f"{statistics.median(totals):,.0f} ms (max {max(totals):,.0f})"
+        if (members, partitions, interval, trigger) != (100, 1000, 100, "leave"):
+            row(measure, value)
+            continue
+        median = statistics.median(totals)
+        value = f"{median:,.1f} ms (max {max(totals):,.0f})"
+        row(measure, value, f"< {AIM_REBALANCE_MS} ms", median < AIM_REBALANCE_MS)
+        join_sync = [r["join_sync_ms"] for r in found]
+        value = f"{statistics.median(join_sync):,.0f} ms (max {max(join_sync):,.0f})"
+        row("   its join+sync, after the last member learned of it", value)
+    sync, pipelined, raw = zookeeper["sync"], zookeeper["pipelined"], zookeeper["raw"]
+    row("ZooKeeper offset commits/s, synchronous (kazoo)", f"{sync.rate:,.0f}/s")
+    row("ZooKeeper offset commits/s, pipelined (kazoo set_async)", f"{pipelined.rate:,.0f}/s")
+    row("ZooKeeper offset commits/s, pipelined (raw protocol client)", f"{raw.rate:,.0f}/s")
+    aim = f"≥ {AIM_ZOOKEEPER_RATIO:g}x"
+    for baseline, zookeeper_rate in (("kazoo", pipelined.rate), ("raw", raw.rate)):
+        for label, coordinator in (
+            ("1 partition/request", spread.rate),
+            ("1/request, 1 offsets part.", one.rate),
+            ("offsets at 100/request", hundred.rate * 100),
+        ):
+            ratio = coordinator / zookeeper_rate
+            measure = f"coordinator ÷ ZooKeeper pipelined, {baseline}: {label}"
+            row(measure, f"{ratio:.2f}x", aim, ratio >= AIM_ZOOKEEPER_RATIO)
+    row("coordinator ÷ ZooKeeper synchronous, 1 partition/request", f"{spread.rate / sync.rate:.2f}x")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer members, short windows (a smoke test)")
+    parser.add_argument("--profile", action="store_true", help="cProfile the server in the heartbeat/commit windows")
+    args = parser.parse_args()
+    scale = QUICK if args.quick else FULL
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so that the cleanup below runs
+    parent = REPO / "var"
+    created_parent = not parent.exists()
+    parent.mkdir(parents=True, exist_ok=True)
+    root = Path(tempfile.mkdtemp(prefix="coordinator-bench-", dir=parent))
+    started = time.monotonic()
+    server: Server | None = None
+    zk = EmbeddedZooKeeper(data_dir=root / "zookeeper", tick_time_ms=2000, max_session_timeout_ms=60_000)
+    try:
+        print(f"Machine: {machine()}")
+        print(f"Directory: {root} (ZooKeeper's data and the offsets log, on one filesystem)", flush=True)
+        zk.start()
+        zookeeper_pid = zk._process.pid if zk._process is not None else 0
+        connect = f"{zk.connect_string}/bench"
+        topics = {HEARTBEAT_TOPIC: 10, COMMIT_TOPIC: COMMIT_TOPIC_PARTITIONS}
+        topics.update({f"bench-rebalance-{p}": p for _, p in REBALANCE_CONFIGS})
+        create_topics(zk.connect_string, connect, topics)
+        server = Server(root, connect, root / "server.prof")
+        server.wait_loaded()
+        server.wait_topics(topics)
+        print(
+            f"ZooKeeper {zk.connect_string} (pid {zookeeper_pid}); coordinator node on "
+            f"{server.address[0]}:{server.address[1]} (pid {server.process.pid}), {OFFSETS_PARTITIONS} offsets "
+            f"partitions loaded; {time.monotonic() - started:.1f} s to set up",
+            flush=True,
+        )
+        heartbeats = heartbeat_phase(server, zookeeper_pid, scale, args.profile)
+        commits = commit_phase(server, zookeeper_pid, scale, args.profile)
+        rebalances = rebalance_phase(server, scale)
+        zookeeper = zookeeper_phase(connect, zookeeper_pid, scale)
+        summary(heartbeats, commits, rebalances, zookeeper)
+    finally:
+        Workers.stop_all()
+        if server is not None:
+            server.stop()  # while ZooKeeper still runs: the node resigns its partitions there
+        zk.stop()
+        shutil.rmtree(root, ignore_errors=True)
+        if created_parent:
+            with contextlib.suppress(OSError):
+                parent.rmdir()  # only if empty: someone else may use it too
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"\nTotal {time.monotonic() - started:.0f} s; load average now {load} (other processes skew the figures)")
+
+
+if __name__ == "__main__":
+    main()

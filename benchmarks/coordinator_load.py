@@ -1,0 +1,716 @@
+"""Processes for benchmarks/coordinator.py: the coordinator node under test and the load generators.
+
+``python benchmarks/coordinator_load.py serve ...`` runs one coordinator node as ``zkcoord coordinator start``
+does (:class:`~zkcoord.server.node.CoordinatorNode` from :func:`~zkcoord.server.config.node_config`, SIGTERM
+stops it gracefully), and prints ``coordinator node N serving on HOST:PORT``. Two extra signals serve the
+benchmark: SIGUSR1 prints one JSON line of the node's counters (CPU seconds, fsyncs, requests, timers), SIGUSR2
+starts cProfile and, the second time, stops it and writes the stats to ``--profile``. The counters include the
+longest time the gevent hub was kept from waking a 10 ms sleep since the previous SIGUSR1.
+
+Every other function here is the body of a load-generator process started with multiprocessing (spawn): it
+connects, sets up, reports ``("ready", info)`` on its outbox, waits for ``("go", start_at, end_at)`` (times of
+``time.monotonic``, which is one clock for every process of the machine), counts what completes inside that
+window, and reports ``("result", ...)``. Clients are gevent greenlets on gevent sockets (no monkey-patching),
+members follow the real group protocol (wire-protocol.md §3, §4).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import os
+import random
+import signal
+import struct
+import sys
+import threading
+import time
+import traceback
+from collections import Counter
+from collections.abc import Callable
+
+import gevent
+import gevent.event
+import msgpack
+from gevent import socket as gsocket
+
+from zkcoord.model import TopicPartition
+from zkcoord.wire.consumer_protocol import (
+    Assignment,
+    Subscription,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+    encode_subscription,
+)
+
+_LENGTH = struct.Struct(">I")
+REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, MEMBER_ID_REQUIRED = 27, 22, 25, 79
+RETRIABLE_COORDINATOR = (14, 15, 16)
+
+
+def frame(api: str, correlation_id: int, **fields) -> bytes:
+    body = msgpack.packb(
+        {"api": api, "api_version": 0, "correlation_id": correlation_id, "client_id": "bench", **fields},
+        use_bin_type=True,
+    )
+    return _LENGTH.pack(len(body)) + body
+
+
+class Connection:
+    """One connection on gevent sockets: ``call`` one request at a time, or ``send``/``read_some`` pipelined."""
+
+    def __init__(self, address: tuple[str, int]):
+        self.sock = gsocket.create_connection(address, timeout=60)
+        self.sock.setsockopt(gsocket.IPPROTO_TCP, gsocket.TCP_NODELAY, 1)
+        self._buffer = bytearray()
+        self._correlation = 0
+
+    def send(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def read_some(self) -> list[dict]:
+        """Every complete response in the buffer after at least one more recv (blocks until one is complete)."""
+        responses: list[dict] = []
+        while not responses:
+            data = self.sock.recv(262144)
+            if not data:
+                raise ConnectionError("the coordinator closed the connection")
+            buffer = self._buffer
+            buffer += data
+            position, size = 0, len(buffer)
+            while size - position >= 4:
+                (length,) = _LENGTH.unpack_from(buffer, position)
+                end = position + 4 + length
+                if end > size:
+                    break
+                responses.append(msgpack.unpackb(buffer[position + 4 : end], raw=False))
+                position = end
+            del buffer[:position]
+        return responses
+
+    def call(self, api: str, **fields) -> dict:
+        self._correlation += 1
+        self.send(frame(api, self._correlation, **fields))
+        (response,) = self.read_some()
+        if response.get("correlation_id") != self._correlation:
+            raise RuntimeError(f"{api}: correlation id {response.get('correlation_id')} != {self._correlation}")
+        return response
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def pump(
+    conn: Connection,
+    make_frame: Callable[[int], bytes],
+    check: Callable[[dict], int],
+    depth: int,
+    start_at: float,
+    end_at: float,
+) -> tuple[int, Counter]:
+    """Keep ``depth`` requests in flight on ``conn`` until ``end_at``; responses arriving in the window count.
+
+    Returns (responses counted, error codes seen over the whole run). Requests freed by one read are sent back as
+    one write, so the client spends one system call per batch, not per request.
+    """
+    sent = counted = 0
+    errors: Counter = Counter()
+    conn.send(b"".join(make_frame(i) for i in range(depth)))
+    sent = outstanding = depth
+    while outstanding:
+        responses = conn.read_some()
+        now = time.monotonic()
+        done = len(responses)
+        outstanding -= done
+        for response in responses:
+            code = check(response)
+            if code:
+                errors[code] += 1
+        if start_at <= now < end_at:
+            counted += done
+        if now < end_at:
+            conn.send(b"".join(make_frame(sent + k) for k in range(done)))
+            sent += done
+            outstanding += done
+    return counted, errors
+
+
+# ---- members ------------------------------------------------------------------------------------------------
+
+
+def range_assign(members: list[dict], partitions: dict[str, int]) -> list[dict]:
+    """Kafka's RangeAssignor over the JoinGroup members: per topic, members sorted by id take contiguous ranges."""
+    subscribed: dict[str, list[str]] = {}
+    for member in members:
+        for topic in decode_subscription(member["metadata"]).topics:
+            subscribed.setdefault(topic, []).append(member["member_id"])
+    owned: dict[str, list[TopicPartition]] = {member["member_id"]: [] for member in members}
+    for topic, consumers in subscribed.items():
+        consumers.sort()
+        count = partitions.get(topic, 0)
+        per, extra = divmod(count, len(consumers))
+        for index, member_id in enumerate(consumers):
+            start = index * per + min(index, extra)
+            length = per + (1 if index < extra else 0)
+            owned[member_id].extend(TopicPartition(topic, p) for p in range(start, start + length))
+    return [
+        {"member_id": member_id, "assignment": encode_assignment(Assignment(tuple(tps)))}
+        for member_id, tps in owned.items()
+    ]
+
+
+class Member:
+    """A consumer of the classic protocol on its own connection: join (79 → rejoin with the id), the leader assigns
+    by range, everyone syncs; then heartbeats every ``interval_ms`` and rejoins on 27/22 (25: as a new member)."""
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        group: str,
+        topics: dict[str, int],
+        session_timeout_ms: int,
+        interval_ms: int,
+        rebalance_timeout_ms: int = 60_000,
+        on_synced: Callable[[Member], None] | None = None,
+    ):
+        self.conn = Connection(address)
+        self.group = group
+        self.topics = topics
+        self.session_timeout_ms = session_timeout_ms
+        self.interval = interval_ms / 1000
+        self.rebalance_timeout_ms = rebalance_timeout_ms
+        self.on_synced = on_synced
+        self.member_id = ""
+        self.generation = -1
+        self.is_leader = False
+        self.assignment: tuple[TopicPartition, ...] | None = None
+        self.joined_at = self.synced_at = self.next_heartbeat = 0.0
+        self.first_join_at: float | None = None  # its very first JoinGroup (a newcomer's trigger)
+        self.rejoin_sent_at: float | None = None  # when it last sent a JoinGroup because of a rebalance
+        self.leave = gevent.event.Event()
+        self.left_at: float | None = None
+        self.unexpected: Counter = Counter()
+        self.metadata = encode_subscription(Subscription(tuple(sorted(topics))))
+
+    def join(self) -> None:
+        """JoinGroup and SyncGroup until synced; then the heartbeat timer restarts (Kafka resets it too)."""
+        self.joined_at = time.monotonic()
+        if self.first_join_at is None:
+            self.first_join_at = self.joined_at
+        while True:
+            response = self.conn.call(
+                "JoinGroup",
+                group_id=self.group,
+                session_timeout_ms=self.session_timeout_ms,
+                rebalance_timeout_ms=self.rebalance_timeout_ms,
+                member_id=self.member_id,
+                group_instance_id=None,
+                protocol_type="consumer",
+                protocols=[{"name": "range", "metadata": self.metadata}],
+            )
+            code = response["error_code"]
+            if code == MEMBER_ID_REQUIRED:
+                self.member_id = response["member_id"]
+                continue
+            if code == UNKNOWN_MEMBER_ID:
+                self.member_id = ""
+                continue
+            if code:
+                self.unexpected[f"JoinGroup {code}"] += 1
+                gevent.sleep(0.05 if code in RETRIABLE_COORDINATOR else 0.2)
+                continue
+            generation = response["generation_id"]
+            self.is_leader = response["leader"] == self.member_id
+            assignments = range_assign(response["members"], self.topics) if self.is_leader else []
+            sync = self.conn.call(
+                "SyncGroup",
+                group_id=self.group,
+                generation_id=generation,
+                member_id=self.member_id,
+                group_instance_id=None,
+                protocol_type="consumer",
+                protocol_name="range",
+                assignments=assignments,
+            )
+            code = sync["error_code"]
+            if code:
+                if code not in (REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION):
+                    self.unexpected[f"SyncGroup {code}"] += 1
+                if code == UNKNOWN_MEMBER_ID:
+                    self.member_id = ""
+                continue
+            self.generation = generation
+            self.assignment = decode_assignment(sync["assignment"]).assigned_partitions
+            self.synced_at = time.monotonic()
+            self.next_heartbeat = self.synced_at + self.interval
+            if self.on_synced is not None:
+                self.on_synced(self)
+            return
+
+    def heartbeat(self) -> int:
+        return self.conn.call(
+            "Heartbeat",
+            group_id=self.group,
+            generation_id=self.generation,
+            member_id=self.member_id,
+            group_instance_id=None,
+        )["error_code"]
+
+    def run(self) -> None:
+        """Join, then heartbeat on schedule until asked to leave."""
+        self.join()
+        while True:
+            if self.leave.wait(max(0.0, self.next_heartbeat - time.monotonic())):
+                self.left_at = time.monotonic()
+                self.conn.call(
+                    "LeaveGroup",
+                    group_id=self.group,
+                    members=[{"member_id": self.member_id, "group_instance_id": None}],
+                )
+                self.conn.close()
+                return
+            sent = time.monotonic()
+            self.next_heartbeat = sent + self.interval
+            code = self.heartbeat()
+            if code in (REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID):
+                if code == UNKNOWN_MEMBER_ID:
+                    self.unexpected["Heartbeat 25"] += 1
+                    self.member_id = ""
+                self.rejoin_sent_at = time.monotonic()
+                self.join()
+            elif code:
+                self.unexpected[f"Heartbeat {code}"] += 1
+
+
+def join_and_settle(members: list[Member]) -> int:
+    """Join every member at once, then heartbeat each until a whole round answers 0; returns the generation."""
+    gevent.joinall([gevent.spawn(member.join) for member in members], raise_error=True)
+    for _ in range(20):
+        codes = [greenlet.value for greenlet in gevent.joinall([gevent.spawn(m.heartbeat) for m in members])]
+        if all(code == 0 for code in codes) and len({m.generation for m in members}) == 1:
+            return members[0].generation
+        again = [m for m, code in zip(members, codes, strict=True) if code != 0]
+        gevent.joinall([gevent.spawn(m.join) for m in again], raise_error=True)
+    raise RuntimeError(f"group {members[0].group} did not settle")
+
+
+def leave_all(conn: Connection, group: str, member_ids: list[str]) -> None:
+    conn.call("LeaveGroup", group_id=group, members=[{"member_id": m, "group_instance_id": None} for m in member_ids])
+
+
+def rss_mib() -> float:
+    with open("/proc/self/statm") as file:
+        return int(file.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def process_cpu() -> float:
+    times = os.times()
+    return times.user + times.system
+
+
+# ---- load generators -------------------------------------------------------------------------------------------
+
+
+def heartbeat_load(params: dict, inbox, outbox) -> None:
+    """Join ``members`` members to each group (one connection each), then pipeline heartbeats for all of them over
+    ``connections`` connections, ``depth`` in flight on each."""
+    address = tuple(params["address"])
+    topics = {params["topic"]: params["partitions"]}
+    joined: list[tuple[str, str, int]] = []
+    for group in params["groups"]:
+        members = [Member(address, group, topics, params["session_timeout_ms"], 3000) for _ in range(params["members"])]
+        generation = join_and_settle(members)
+        joined.extend((group, m.member_id, generation) for m in members)
+        for member in members:
+            member.conn.close()
+    conns = [Connection(address) for _ in range(params["connections"])]
+    outbox.put(("ready", {"members": len(joined), "connections": len(conns)}))
+    _, start_at, end_at = inbox.get()
+
+    def driver(index: int) -> tuple[int, Counter]:
+        mine = joined[index :: len(conns)]
+        frames = [
+            frame("Heartbeat", n, group_id=g, generation_id=gen, member_id=m, group_instance_id=None)
+            for n, (g, m, gen) in enumerate(mine)
+        ]
+        return pump(
+            conns[index],
+            lambda i: frames[i % len(frames)],
+            lambda response: response["error_code"],
+            params["depth"],
+            start_at,
+            end_at,
+        )
+
+    cpu = process_cpu()
+    greenlets = [gevent.spawn(driver, i) for i in range(len(conns))]
+    gevent.joinall(greenlets, raise_error=True)
+    cpu = process_cpu() - cpu
+    errors: Counter = Counter()
+    for greenlet in greenlets:
+        errors.update(greenlet.value[1])
+    by_group: dict[str, list[str]] = {}
+    for group, member_id, _ in joined:
+        by_group.setdefault(group, []).append(member_id)
+    for group, member_ids in by_group.items():
+        leave_all(conns[0], group, member_ids)
+    outbox.put(("result", {"count": sum(g.value[0] for g in greenlets), "errors": dict(errors), "cpu": cpu}))
+
+
+def commit_load(params: dict, inbox, outbox) -> None:
+    """Simple (generation -1) OffsetCommits, one group per connection, ``partitions_per_request`` partitions each
+    (a sliding window over the topic's partitions), ``depth`` in flight per connection."""
+    address = tuple(params["address"])
+    topic, topic_partitions, per_request = params["topic"], params["topic_partitions"], params["partitions_per_request"]
+    conns = [Connection(address) for _ in params["groups"]]
+    outbox.put(("ready", {"connections": len(conns)}))
+    _, start_at, end_at = inbox.get()
+
+    def driver(index: int) -> tuple[int, Counter]:
+        group = params["groups"][index]
+
+        def make_frame(n: int) -> bytes:
+            first = n * per_request
+            partitions = [
+                {"partition_index": (first + k) % topic_partitions, "committed_offset": n, "committed_metadata": ""}
+                for k in range(per_request)
+            ]
+            return frame(
+                "OffsetCommit",
+                n,
+                group_id=group,
+                generation_id=-1,
+                member_id="",
+                group_instance_id=None,
+                retention_time_ms=-1,
+                topics=[{"name": topic, "partitions": partitions}],
+            )
+
+        def check(response: dict) -> int:
+            for entry in response["topics"]:
+                for partition in entry["partitions"]:
+                    if partition["error_code"]:
+                        return partition["error_code"]
+            return 0
+
+        return pump(conns[index], make_frame, check, params["depth"], start_at, end_at)
+
+    cpu = process_cpu()
+    greenlets = [gevent.spawn(driver, i) for i in range(len(conns))]
+    gevent.joinall(greenlets, raise_error=True)
+    cpu = process_cpu() - cpu
+    errors: Counter = Counter()
+    for greenlet in greenlets:
+        errors.update(greenlet.value[1])
+    outbox.put(("result", {"count": sum(g.value[0] for g in greenlets), "errors": dict(errors), "cpu": cpu}))
+
+
+def zookeeper_load(params: dict, inbox, outbox) -> None:
+    """0.8.2-style offset commits: one ``set`` of ``/consumers/[g]/offsets/[t]/[p]`` per partition, synchronous
+    (one at a time) or pipelined (``set_async`` with ``window`` in flight)."""
+    from kazoo.client import KazooClient
+
+    from zkcoord.zk import layout
+
+    client = KazooClient(hosts=params["connect"])
+    client.start(timeout=30)
+    try:
+        paths = [layout.offset_path(params["group"], params["topic"], p) for p in range(params["partitions"])]
+        client.ensure_path(layout.offsets_path(params["group"], params["topic"]))
+        for result in [client.create_async(path, layout.encode_offset(0)) for path in paths]:
+            try:
+                result.get()
+            except Exception as error:  # NodeExistsError when a run before left it: fine
+                if type(error).__name__ != "NodeExistsError":
+                    raise
+        outbox.put(("ready", {"znodes": len(paths)}))
+        _, start_at, end_at = inbox.get()
+        counted = 0
+        errors: Counter = Counter()
+        cpu = process_cpu()
+        if params["mode"] == "sync":
+            n = 0
+            while time.monotonic() < end_at:
+                client.set(paths[n % len(paths)], layout.encode_offset(n))
+                n += 1
+                if start_at <= time.monotonic() < end_at:
+                    counted += 1
+        else:
+            window = threading.BoundedSemaphore(params["window"])
+            lock = threading.Lock()
+            done = [0]
+
+            def completed(result) -> None:
+                now = time.monotonic()
+                with lock:
+                    if result.exception is not None:
+                        errors[type(result.exception).__name__] += 1
+                    elif start_at <= now < end_at:
+                        done[0] += 1
+                window.release()
+
+            n = 0
+            while time.monotonic() < end_at:
+                window.acquire()
+                client.set_async(paths[n % len(paths)], layout.encode_offset(n)).rawlink(completed)
+                n += 1
+            for _ in range(params["window"]):
+                window.acquire(timeout=30)
+            counted = done[0]
+        cpu = process_cpu() - cpu
+        outbox.put(("result", {"count": counted, "errors": dict(errors), "cpu": cpu}))
+    finally:
+        client.stop()
+        client.close()
+
+
+def rebalance_load(params: dict, inbox, outbox) -> None:
+    """A group of ``members`` real-protocol members on one topic; ``repeats`` times, a new member joins and then
+    leaves again, each at a random moment of the heartbeat cycle; how long until every member is synced on the
+    next generation, with the range assignment of every partition."""
+    address = tuple(params["address"])
+    group, topic, partitions = params["group"], params["topic"], params["partitions"]
+    topics = {topic: partitions}
+    interval_ms, session_ms = params["interval_ms"], params["session_timeout_ms"]
+    rng = random.Random(params["seed"])
+    synced = gevent.event.Event()
+
+    def on_synced(_member: Member) -> None:
+        synced.set()
+
+    def member() -> Member:
+        return Member(address, group, topics, session_ms, interval_ms, on_synced=on_synced)
+
+    group_members = [member() for _ in range(params["members"])]
+    control = Connection(address)
+    greenlets = [gevent.spawn(m.run) for m in group_members]
+
+    def settled(expected: list[Member], after_generation: int, timeout: float) -> int:
+        deadline = time.monotonic() + timeout
+        while True:
+            generations = {m.generation for m in expected}
+            if len(generations) == 1 and (generation := generations.pop()) > after_generation:
+                owned = [tp for m in expected for tp in m.assignment or ()]
+                if len(owned) == partitions and len(set(owned)) == partitions:
+                    return generation
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"{group} did not settle after generation {after_generation} in {timeout:.0f}s")
+            synced.clear()
+            synced.wait(min(left, 0.05))
+
+    timeout = 3 * interval_ms / 1000 + 20
+    generation = settled(group_members, -1, timeout)
+    outbox.put(("ready", {"members": len(group_members), "generation": generation}))
+    results = []
+    for repeat in range(params["repeats"]):
+        for trigger in ("join", "leave"):
+            gevent.sleep(rng.uniform(0, interval_ms / 1000))  # a random moment of the members' heartbeat cycle
+            for m in group_members:
+                m.rejoin_sent_at = None
+            if trigger == "join":
+                newcomer = member()
+                greenlets.append(gevent.spawn(newcomer.run))
+                expected = [*group_members, newcomer]
+            else:
+                newcomer.leave.set()
+                expected = group_members
+            generation = settled(expected, generation, timeout)
+            started = newcomer.first_join_at if trigger == "join" else newcomer.left_at
+            done = max(m.synced_at for m in expected)
+            detected = max((m.rejoin_sent_at or started) for m in group_members)
+            row = {
+                "trigger": trigger,
+                "repeat": repeat,
+                "total_ms": (done - started) * 1000,
+                "detect_ms": (detected - started) * 1000,
+                "join_sync_ms": (done - detected) * 1000,
+                "generation": generation,
+            }
+            results.append(row)
+            outbox.put(("progress", row))
+    for m in group_members:
+        m.leave.set()
+    gevent.joinall(greenlets, timeout=10)
+    unexpected: Counter = Counter()
+    for m in [*group_members, newcomer]:
+        unexpected.update(m.unexpected)
+    control.close()
+    outbox.put(("result", {"rows": results, "unexpected": dict(unexpected)}))
+
+
+def zookeeper_raw_load(params: dict, inbox, outbox) -> None:
+    """Pipelined setData of the same znodes over ZooKeeper's own wire protocol (jute), ``window`` in flight, from
+    pre-built frames: a client that costs little CPU, to show what ZooKeeper itself can take when kazoo is not in
+    the way. Expects the znodes to exist (the kazoo loads create them)."""
+    import socket
+
+    host, _, rest = params["connect"].partition(":")
+    port, _, chroot = rest.partition("/")
+    from zkcoord.zk import layout
+
+    paths = [
+        (f"/{chroot}" if chroot else "") + layout.offset_path(params["group"], params["topic"], p)
+        for p in range(params["partitions"])
+    ]
+    sock = socket.create_connection((host, int(port)), timeout=30)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    # ConnectRequest: protocolVersion, lastZxidSeen, timeOut, sessionId, passwd (16 zero bytes), readOnly
+    body = struct.pack(">iqiqi16s?", 0, 0, 30_000, 0, 16, b"\0" * 16, False)
+    sock.sendall(_LENGTH.pack(len(body)) + body)
+    buffer = bytearray()
+
+    def responses() -> list[bytes]:
+        found: list[bytes] = []
+        while not found:
+            data = sock.recv(262144)
+            if not data:
+                raise ConnectionError("ZooKeeper closed the connection")
+            buffer.extend(data)
+            position = 0
+            while len(buffer) - position >= 4:
+                (length,) = _LENGTH.unpack_from(buffer, position)
+                if len(buffer) - position - 4 < length:
+                    break
+                found.append(bytes(buffer[position + 4 : position + 4 + length]))
+                position += 4 + length
+            del buffer[:position]
+        return found
+
+    responses()  # ConnectResponse
+    encoded = [path.encode() for path in paths]
+
+    def set_data(xid: int) -> bytes:
+        path, data = encoded[xid % len(encoded)], layout.encode_offset(xid)
+        body = struct.pack(f">iii{len(path)}si{len(data)}si", xid, 5, len(path), path, len(data), data, -1)
+        return _LENGTH.pack(len(body)) + body
+
+    outbox.put(("ready", {"znodes": len(paths)}))
+    _, start_at, end_at = inbox.get()
+    window = params["window"]
+    errors: Counter = Counter()
+    counted, xid = 0, 1
+    sock.sendall(b"".join(set_data(xid + k) for k in range(window)))
+    xid += window
+    outstanding = window
+    while outstanding:
+        found = responses()
+        now = time.monotonic()
+        outstanding -= len(found)
+        for response in found:
+            _, _, err = struct.unpack_from(">iqi", response)
+            if err:
+                errors[f"zk error {err}"] += 1
+        if start_at <= now < end_at:
+            counted += len(found)
+        if now < end_at:
+            sock.sendall(b"".join(set_data(xid + k) for k in range(len(found))))
+            xid += len(found)
+            outstanding += len(found)
+    sock.close()
+    outbox.put(("result", {"count": counted, "errors": dict(errors), "cpu": 0.0}))
+
+
+LOADS = {
+    "heartbeat": heartbeat_load,
+    "commit": commit_load,
+    "zookeeper": zookeeper_load,
+    "zookeeper-raw": zookeeper_raw_load,
+    "rebalance": rebalance_load,
+}
+
+
+def worker_main(kind: str, params: dict, inbox, outbox) -> None:
+    """Entry point of a load-generator process: runs ``LOADS[kind]``, reporting any failure on the outbox."""
+    try:
+        LOADS[kind](params, inbox, outbox)
+    except BaseException:
+        outbox.put(("error", f"{kind} load generator failed:\n{traceback.format_exc()}"))
+
+
+# ---- the node under test ---------------------------------------------------------------------------------------
+
+
+def serve(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="coordinator_load.py serve")
+    parser.add_argument("--node-id", type=int, required=True)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--zookeeper", required=True)
+    parser.add_argument("--log-dir", required=True)
+    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--profile", help="where SIGUSR2 (the second time) writes cProfile stats")
+    args = parser.parse_args(argv)
+
+    import logging
+
+    from zkcoord.server.config import node_config
+    from zkcoord.server.node import CoordinatorNode
+
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    properties = dict(pair.split("=", 1) for pair in args.override)
+    node = CoordinatorNode(args.node_id, args.host, args.port, args.zookeeper, args.log_dir, node_config(properties))
+    stop = gevent.event.Event()
+    profiler: list[cProfile.Profile] = []
+    lag = {"max": 0.0, "asleep": time.monotonic()}
+
+    def watch_lag() -> None:
+        """How late a 10 ms sleep wakes up: how long the hub can be kept from timers, accepts and signals."""
+        while True:
+            lag["asleep"] = time.monotonic()
+            gevent.sleep(0.01)
+            lag["max"] = max(lag["max"], time.monotonic() - lag["asleep"] - 0.01)
+
+    def stats() -> None:
+        timers = node.coordinator.timers
+        figures = {
+            "t": time.monotonic(),
+            "cpu": process_cpu(),
+            "fsyncs": sum(log.fsync_count for log in list(node.logs.values())),
+            "requests": node.server.requests_total,
+            "connections": node.server.connections_open,
+            "owned": len(node.coordinator.owned),
+            "loading": len(node.coordinator.loading),
+            "groups": len(node.coordinator.groups),
+            "timers": len(timers),
+            "timer_heap": len(getattr(timers, "_heap", ())),
+            "rss_mb": rss_mib(),
+            # since the previous stats, counting the sleep in progress (a hub kept busy has not ended it yet)
+            "lag_max_ms": max(lag["max"], time.monotonic() - lag["asleep"] - 0.01) * 1000,
+        }
+        lag["max"] = 0.0
+        print(json.dumps(figures), flush=True)
+
+    def toggle_profile() -> None:
+        if not profiler:
+            profiler.append(cProfile.Profile())
+            profiler[0].enable()
+            print(json.dumps({"profiling": True}), flush=True)
+        else:
+            profile = profiler.pop()
+            profile.disable()
+            profile.dump_stats(args.profile)
+            print(json.dumps({"profile": args.profile}), flush=True)
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        gevent.signal_handler(signum, stop.set)
+    # Plain Python handlers, not gevent's: they run at the next bytecode of whatever greenlet holds the hub, so
+    # the benchmark's window edges stay sharp even while a busy connection keeps the hub from its event loop.
+    signal.signal(signal.SIGUSR1, lambda *_: stats())
+    signal.signal(signal.SIGUSR2, lambda *_: toggle_profile())
+    node.start()
+    gevent.spawn(watch_lag)
+    print(f"coordinator node {args.node_id} serving on {args.host}:{node.port}", flush=True)
+    try:
+        stop.wait()
+    finally:
+        node.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] != ["serve"]:
+        sys.exit("usage: coordinator_load.py serve --node-id N --zookeeper Z --log-dir D [--override k=v ...]")
+    sys.exit(serve(sys.argv[2:]))
