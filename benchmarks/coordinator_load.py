@@ -102,6 +102,18 @@ class Connection:
         self.sock.close()
 
 
+def run_drivers(driver, connections: int) -> tuple[int, Counter, float]:
+    """Run ``driver(i)`` for each connection on its own greenlet; total count, error codes and CPU seconds."""
+    cpu = process_cpu()
+    greenlets = [gevent.spawn(driver, i) for i in range(connections)]
+    gevent.joinall(greenlets, raise_error=True)
+    cpu = process_cpu() - cpu
+    errors: Counter = Counter()
+    for greenlet in greenlets:
+        errors.update(greenlet.value[1])
+    return sum(greenlet.value[0] for greenlet in greenlets), errors, cpu
+
+
 def pump(
     conn: Connection,
     make_frame: Callable[[int], bytes],
@@ -344,19 +356,13 @@ def heartbeat_load(params: dict, inbox, outbox) -> None:
             end_at,
         )
 
-    cpu = process_cpu()
-    greenlets = [gevent.spawn(driver, i) for i in range(len(conns))]
-    gevent.joinall(greenlets, raise_error=True)
-    cpu = process_cpu() - cpu
-    errors: Counter = Counter()
-    for greenlet in greenlets:
-        errors.update(greenlet.value[1])
+    count, errors, cpu = run_drivers(driver, len(conns))
     by_group: dict[str, list[str]] = {}
     for group, member_id, _ in joined:
         by_group.setdefault(group, []).append(member_id)
     for group, member_ids in by_group.items():
         leave_all(conns[0], group, member_ids)
-    outbox.put(("result", {"count": sum(g.value[0] for g in greenlets), "errors": dict(errors), "cpu": cpu}))
+    outbox.put(("result", {"count": count, "errors": dict(errors), "cpu": cpu}))
 
 
 def commit_load(params: dict, inbox, outbox) -> None:
@@ -397,14 +403,8 @@ def commit_load(params: dict, inbox, outbox) -> None:
 
         return pump(conns[index], make_frame, check, params["depth"], start_at, end_at)
 
-    cpu = process_cpu()
-    greenlets = [gevent.spawn(driver, i) for i in range(len(conns))]
-    gevent.joinall(greenlets, raise_error=True)
-    cpu = process_cpu() - cpu
-    errors: Counter = Counter()
-    for greenlet in greenlets:
-        errors.update(greenlet.value[1])
-    outbox.put(("result", {"count": sum(g.value[0] for g in greenlets), "errors": dict(errors), "cpu": cpu}))
+    count, errors, cpu = run_drivers(driver, len(conns))
+    outbox.put(("result", {"count": count, "errors": dict(errors), "cpu": cpu}))
 
 
 def zookeeper_load(params: dict, inbox, outbox) -> None:
