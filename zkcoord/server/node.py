@@ -33,7 +33,7 @@ from zkcoord.offsets.records import encode_record
 from zkcoord.server.config import NodeConfig
 from zkcoord.server.connection import WireServer
 from zkcoord.server.metrics import NodeMetrics
-from zkcoord.wire.requests import supported_api_versions
+from zkcoord.wire.requests import metadata_response, supported_api_versions
 from zkcoord.zk import layout
 from zkcoord.zk.coordination import NodeRegistry, PartitionElection, ensure_partition_count
 from zkcoord.zk.session import make_kazoo_client
@@ -175,20 +175,8 @@ class CoordinatorNode:
 
     def _metadata(self, topics: list[str] | None) -> dict:
         nodes = self.registry.nodes() if self.registry is not None else {}
-        names = sorted(self._topic_counts) if topics is None else topics
-        return {
-            "nodes": [{"node_id": node, "host": host, "port": port} for node, (host, port) in sorted(nodes.items())],
-            "topics": [
-                {
-                    "name": name,
-                    "error_code": 0 if name in self._topic_counts else int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
-                    "partitions": [
-                        {"partition_index": index, "error_code": 0} for index in range(self._topic_counts.get(name, 0))
-                    ],
-                }
-                for name in names
-            ],
-        }
+        listed = [{"node_id": node, "host": host, "port": port} for node, (host, port) in sorted(nodes.items())]
+        return metadata_response(listed, self.coordinator.topics or {}, topics)
 
     def _after_entry(self) -> None:
         """After any entry into the state machine: start the appends it asked for, re-aim the timer greenlet."""

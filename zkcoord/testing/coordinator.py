@@ -21,7 +21,7 @@ from zkcoord.group.model import Group, Member
 from zkcoord.model import TopicPartition
 from zkcoord.offsets.records import RecordKey, RecordValue, decode_key, decode_value, encode_record
 from zkcoord.offsets.store import CommittedOffset, OffsetStore
-from zkcoord.wire.requests import check_request, normalized, supported_api_versions
+from zkcoord.wire.requests import check_request, metadata_response, normalized, supported_api_versions
 
 HARNESS_NODE = {"node_id": 0, "host": "127.0.0.1", "port": 0}
 
@@ -161,19 +161,7 @@ class CoordinatorHarness:
             if self.coordinator.partition_for(key) in self.coordinator.owned:
                 return {"error_code": 0, **HARNESS_NODE}
             return {"error_code": 15, "node_id": -1, "host": "", "port": -1}
-        topics = self.coordinator.topics or {}
-        names = request["topics"] if request["topics"] is not None else sorted(topics)
-        return {
-            "nodes": [HARNESS_NODE],
-            "topics": [
-                {
-                    "name": name,
-                    "error_code": 0 if name in topics else 3,
-                    "partitions": [{"partition_index": index, "error_code": 0} for index in range(topics.get(name, 0))],
-                }
-                for name in names
-            ],
-        }
+        return metadata_response([HARNESS_NODE], self.coordinator.topics or {}, request["topics"])
 
     def advance(self, ms: int) -> None:
         """Move the clock by ``ms``, then fire every timer with ``now > deadline``, earliest first."""
