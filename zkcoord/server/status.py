@@ -12,36 +12,25 @@ from kazoo.exceptions import NoNodeError
 from zkcoord.errors import ErrorCode, ZkcoordError
 from zkcoord.wire.client import WireConnection
 from zkcoord.zk import layout
+from zkcoord.zk.coordination import read_leaders, read_nodes
 
 
 def cluster_status(client: KazooClient, root: str = layout.DEFAULT_ROOT, timeout: float = 5.0) -> dict:
     """Nodes (address, partitions led, loading, groups) and partitions (leader, epoch) as plain data."""
-    try:
-        node_ids = sorted(int(child) for child in client.get_children(layout.coordinator_nodes_path(root)))
-    except NoNodeError:
-        node_ids = []
-    nodes = {}
-    for node_id in node_ids:
-        path = layout.coordinator_node_path(root, node_id)
-        try:
-            data, _ = client.get(path)
-        except NoNodeError:
-            continue
-        host, port = layout.decode_coordinator_node(path, data)
-        nodes[node_id] = {"node_id": node_id, "host": host, "port": port, "partitions": 0}
+    nodes = {
+        node_id: {"node_id": node_id, "host": host, "port": port, "partitions": 0}
+        for node_id, (host, port) in read_nodes(client, root).items()
+    }
     try:
         count = layout.decode_offsets_config(
             layout.offsets_config_path(root), client.get(layout.offsets_config_path(root))[0]
         )
     except NoNodeError:
         count = 0
+    leaders = read_leaders(client, root, count)
     partitions = []
     for partition in range(count):
-        path = layout.partition_leader_path(root, partition)
-        try:
-            leader, epoch = layout.decode_partition_leader(path, client.get(path)[0])
-        except NoNodeError:
-            leader, epoch = None, None
+        leader, epoch = leaders.get(partition, (None, None))
         partitions.append({"partition": partition, "leader": leader, "epoch": epoch})
         if leader in nodes:
             nodes[leader]["partitions"] += 1
