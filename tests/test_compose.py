@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from zkcoord.cli import _parse_overrides, build_parser
+from zkcoord.cli import build_parser, parse_key_values
 from zkcoord.server.config import node_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,7 +25,7 @@ def test_three_coordinators_and_three_zookeepers():
 def test_coordinator_command_parses_with_the_cli(name):
     args = build_parser().parse_args(shlex.split(COORDINATORS[name]["command"]))
     assert args.func.__name__ == "cmd_coordinator_start"
-    config = node_config(_parse_overrides(args.override or []))
+    config = node_config(parse_key_values(args.override or [], "--override"))
     assert config.coordinator.offsets_topic_num_partitions == 50
     assert args.log_dir.startswith("/var/lib/zkcoord")
 

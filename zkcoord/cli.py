@@ -184,6 +184,17 @@ def read_properties(path: str) -> dict[str, str]:
     return properties
 
 
+def parse_key_values(items: Sequence[str], flag: str) -> dict[str, str]:
+    """``KEY=VALUE`` arguments of a repeatable ``flag`` (``--override``, ``--consumer-property``)."""
+    properties = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"{flag} {item!r} is not KEY=VALUE")
+        properties[key.strip()] = value.strip()
+    return properties
+
+
 def _format_partitions(partitions: Sequence[TopicPartition]) -> str:
     return ",".join(f"{tp.topic}-{tp.partition}" for tp in partitions) or "-"
 
@@ -193,11 +204,7 @@ def cmd_legacy_run(args: argparse.Namespace) -> int:
     from zkcoord.legacy.trace import JsonLinesTraceWriter
 
     properties = read_properties(args.consumer_config) if args.consumer_config else {}
-    for item in args.consumer_property:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise UsageError(f"--consumer-property {item!r} is not KEY=VALUE")
-        properties[key] = value
+    properties.update(parse_key_values(args.consumer_property, "--consumer-property"))
     # --zookeeper beats the properties file, which beats $ZKCOORD_ZK_CONNECT
     connect = args.zookeeper or properties.get("zookeeper.connect") or os.environ.get("ZKCOORD_ZK_CONNECT")
     if not connect:
@@ -450,16 +457,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
 # ---- parser ---------------------------------------------------------------------------------------
 
 
-def _parse_overrides(pairs: Sequence[str]) -> dict[str, str]:
-    overrides = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"--override wants key=value, got {pair!r}")
-        overrides[key.strip()] = value.strip()
-    return overrides
-
-
 def cmd_coordinator_start(args: argparse.Namespace) -> int:
     """Run one coordinator node until SIGTERM or Ctrl-C, then shut down gracefully."""
     import gevent
@@ -470,7 +467,7 @@ def cmd_coordinator_start(args: argparse.Namespace) -> int:
     from zkcoord.server.node import CoordinatorNode
 
     properties: dict[str, object] = read_properties(args.config) if args.config else {}
-    properties.update(_parse_overrides(args.override or []))
+    properties.update(parse_key_values(args.override or [], "--override"))
     config = node_config(properties)
     connect = args.zookeeper or os.environ.get("ZKCOORD_ZK_CONNECT")
     if not connect:
