@@ -8,7 +8,7 @@ name in its help text. Gauges are read from the node when scraped, so nothing is
 from __future__ import annotations
 
 import time
-from collections import deque
+from collections import Counter, deque
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
@@ -70,7 +70,7 @@ class NodeMetrics:
         coordinator = self._node.coordinator
         return {
             "groups": {state: 0 for state in (EMPTY, PREPARING_REBALANCE, COMPLETING_REBALANCE, STABLE, DEAD)}
-            | dict(self._node.groups_by_state()),
+            | dict(Counter(group.state for group in coordinator.groups.values())),
             "offsets": sum(len(group.offsets) for group in coordinator.groups.values()),
             "owned_partitions": sorted(coordinator.owned),
             "loading_partitions": sorted(coordinator.loading),

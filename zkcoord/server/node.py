@@ -14,14 +14,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
 from pathlib import Path
 
 import gevent
 from gevent.event import Event
 from gevent.queue import Queue
 from kazoo.client import KazooClient
-from kazoo.protocol.states import KazooState
 
 from zkcoord.clock import SystemClock
 from zkcoord.errors import ErrorCode, FencedLeaderError, LogError
@@ -333,11 +331,3 @@ class CoordinatorNode:
             return topic in self._topic_counts or data is not None
 
         return on_change
-
-    # -- status ------------------------------------------------------------------------------------------------
-
-    def groups_by_state(self) -> Counter:
-        return Counter(group.state for group in self.coordinator.groups.values())
-
-    def zookeeper_connected(self) -> bool:
-        return self.zk is not None and self.zk.state == KazooState.CONNECTED
