@@ -4,7 +4,7 @@ Each test is named after its scenario (S01, S03, ... S115) and drives ``zkcoord.
 with exactly the wire-protocol request maps (builders in coordinator_requests.py). "§" numbers point to
 /work/shared/specs/group-coordinator.md. Time is virtual: ``h.advance(ms)`` fires timers with now > deadline.
 
-Out of scope, and so not tested here (listed in docs/protocol.md): TxnOffsetCommit (S87), OffsetDelete, the
+Out of scope, and so not tested here (listed in docs/protocol.md): TxnOffsetCommit (S87), the
 single-error LeaveGroup v0-v2 form (part of S75), leader epochs in OffsetCommit (part of S81) and JoinGroup
 v0-v3 (a JOIN3 of a new dynamic member runs as the two-step join, see ``join3``).
 """

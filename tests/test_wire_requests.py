@@ -69,6 +69,11 @@ VALID = {
     "DescribeGroups": request("DescribeGroups", groups=["g", "h"]),
     "ListGroups": request("ListGroups", states_filter=["Stable"]),
     "DeleteGroups": request("DeleteGroups", groups_names=["g", "h"]),
+    "OffsetDelete": request(
+        "OffsetDelete",
+        group_id="g",
+        topics=[{"name": "orders", "partitions": [{"partition_index": 0}, {"partition_index": 1}]}],
+    ),
 }
 
 # Written from wire-protocol.md §3 and Kafka's schemas, not read off the implementation.
@@ -114,6 +119,15 @@ REQUIRED = {
     "DescribeGroups": {"groups": "array", "groups[1]": "str"},
     "ListGroups": {"states_filter[0]": "str"},
     "DeleteGroups": {"groups_names": "array"},
+    # Kafka's OffsetDeleteRequest v0 (KIP-496), an addition to §3 (docs/protocol.md).
+    "OffsetDelete": {
+        "topics": "array",
+        "topics[0]": "map",
+        "topics[0].name": "str",
+        "topics[0].partitions": "array",
+        "topics[0].partitions[1]": "map",
+        "topics[0].partitions[1].partition_index": "int32",
+    },
 }
 
 NULLABLE = {
@@ -137,6 +151,7 @@ NULLABLE = {
     "OffsetFetch": {"group_id": "str", "topics": "array"},
     "DeleteGroups": {"groups_names[1]": "str"},
     "ListGroups": {"states_filter": "array"},
+    "OffsetDelete": {"group_id": "str"},
 }
 
 WRONG_VALUES = {
@@ -181,7 +196,7 @@ def error_of(message: dict) -> tuple[int, str]:
 # ---- what is served ----------------------------------------------------------------------------------------
 
 
-def test_supported_apis_are_the_twelve_of_the_spec_at_version_0_spec_3():
+def test_supported_apis_are_the_twelve_of_the_spec_and_offset_delete_at_version_0_spec_3():
     supported = SUPPORTED_APIS
     assert supported == dict.fromkeys(
         [
@@ -197,6 +212,7 @@ def test_supported_apis_are_the_twelve_of_the_spec_at_version_0_spec_3():
             "DescribeGroups",
             "ListGroups",
             "DeleteGroups",
+            "OffsetDelete",  # KIP-496, an addition to the spec's twelve (docs/protocol.md)
         ],
         (0, 0),
     )
@@ -281,7 +297,17 @@ def test_error_message_names_the_nested_field_and_both_types():
 
 
 @pytest.mark.parametrize(
-    "api", ["JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "OffsetCommit", "OffsetFetch", "DeleteGroups"]
+    "api",
+    [
+        "JoinGroup",
+        "SyncGroup",
+        "Heartbeat",
+        "LeaveGroup",
+        "OffsetCommit",
+        "OffsetFetch",
+        "DeleteGroups",
+        "OffsetDelete",
+    ],
 )
 def test_nil_and_empty_group_ids_are_left_to_the_coordinator_spec_3(api):
     # The coordinator answers 24 INVALID_GROUP_ID (or accepts "") per group-coordinator.md §0.4.
@@ -388,3 +414,20 @@ def test_normalized_does_not_change_a_complete_request(api):
 def test_normalized_request_survives_a_msgpack_round_trip(api):
     result = normalized(VALID[api])
     assert msgpack.unpackb(msgpack.packb(result, use_bin_type=True), raw=False) == result
+
+
+def test_offset_delete_normalized_keeps_its_nested_partitions():
+    message = request("OffsetDelete", group_id="g", topics=({"name": "t", "partitions": ({"partition_index": 3},)},))
+    assert check_request(message) is None
+    assert normalized(message) == {
+        "api": "OffsetDelete",
+        "api_version": 0,
+        "correlation_id": 11,
+        "client_id": "c",
+        "group_id": "g",
+        "topics": [{"name": "t", "partitions": [{"partition_index": 3}]}],
+    }
+    assert error_of(with_value(VALID["OffsetDelete"], "topics[0].partitions[0]", 3)) == (
+        42,
+        "OffsetDelete.topics[0].partitions[0] must be map, got int 3",
+    )

@@ -154,6 +154,7 @@ class GroupCoordinator:
             "DescribeGroups": self.handle_describe_groups,
             "ListGroups": self.handle_list_groups,
             "DeleteGroups": self.handle_delete_groups,
+            "OffsetDelete": self.handle_offset_delete,
         }
 
     # -- entry points -----------------------------------------------------------------------------------------------
@@ -958,6 +959,80 @@ class GroupCoordinator:
         group.pending_offsets.clear()
         return E.NONE
 
+    def handle_offset_delete(self, request: dict, respond: Responder, now_ms: int, client_host: str) -> None:
+        """§7.10 (GC ``handleDeleteOffsets``, KA ``handleOffsetDeleteRequest``): drop committed offsets of a group.
+
+        Unlike Kafka (acks 0, answered at once, cache changed first), the tombstones are a durable append and
+        the answer waits for it; the cache drops the offsets only once it succeeded, so a failed delete can be
+        retried (docs/protocol.md).
+        """
+        group_id = request["group_id"]
+        if not group_id:
+            return respond(_offset_delete_error(E.INVALID_GROUP_ID))
+        if (error := self._group_status(group_id)) is not None:
+            return respond(_offset_delete_error(error))
+        group = self.groups.get(group_id)
+        if group is None or group.is_dead():
+            # The partition is owned (checked above), so the group does not exist: 69, not 16.
+            return respond(_offset_delete_error(E.GROUP_ID_NOT_FOUND))
+        requested = _offset_delete_partitions(request["topics"] or [])
+        errors: dict[TopicPartition, int] = {}
+        known = []
+        for tp in requested:
+            if self._partition_exists(tp):
+                known.append(tp)
+            else:
+                # Kafka's API layer answers 3 before the coordinator sees the partition.
+                errors[tp] = int(E.UNKNOWN_TOPIC_OR_PARTITION)
+        if group.state == EMPTY:
+            eligible = known
+        elif group.protocol_type == "consumer":
+            # Kafka's cached subscription of the current generation; unknown (None) counts as subscribed.
+            subscribed = group.subscribed_topics
+            eligible = []
+            for tp in known:
+                if subscribed is None or tp.topic in subscribed:
+                    errors[tp] = int(E.GROUP_SUBSCRIBED_TO_TOPIC)
+                else:
+                    eligible.append(tp)
+        else:
+            return respond(_offset_delete_error(E.NON_EMPTY_GROUP))
+
+        def answer() -> None:
+            respond({"error_code": int(E.NONE), "topics": _partition_errors(requested, errors)})
+
+        # A commit still in flight gets a tombstone too: it is in the log before this batch.
+        doomed = [tp for tp in eligible if tp in group.offsets or tp in group.pending_offsets]
+        if not doomed:
+            errors.update(dict.fromkeys(eligible, int(E.NONE)))
+            if eligible:
+                self._drop_if_emptied(group)
+            return answer()
+
+        def on_complete(error: str | None, base_offset: int, completed_ms: int) -> None:
+            if error is not None:
+                errors.update(dict.fromkeys(eligible, mapped_append_error(error, _OFFSET_COMMIT_ERRORS)))
+                return answer()
+            for tp in doomed:
+                cached = group.offsets.get(tp)
+                # A commit written after the tombstones keeps its offset.
+                if cached is not None and cached.log_offset < base_offset:
+                    del group.offsets[tp]
+            errors.update(dict.fromkeys(eligible, int(E.NONE)))
+            if self.groups.get(group.group_id) is group:
+                self._drop_if_emptied(group)
+            answer()
+
+        tombstones: list[tuple[RecordKey, RecordValue | None]] = [
+            (OffsetCommitKey(group.group_id, tp.topic, tp.partition), None) for tp in doomed
+        ]
+        self._append(group.partition, tombstones, on_complete)
+
+    def _drop_if_emptied(self, group: Group) -> None:
+        """GMM ``cleanupGroupMetadata``: an Empty group left without offsets goes Dead and leaves the cache."""
+        if group.state == EMPTY and not group.offsets and not group.pending_offsets:
+            self._remove_group(group, ())
+
     def _remove_group(self, group: Group, partitions: Iterable[TopicPartition]) -> None:
         """Drop ``group`` from the cache and append tombstones fire-and-forget (§9.4)."""
         group.transition_to(DEAD, group.state_timestamp)
@@ -1110,3 +1185,26 @@ def _commit_response(topics: list[dict], errors: Mapping[TopicPartition, int]) -
             for topic in topics
         ]
     }
+
+
+def _offset_delete_error(error: int) -> dict:
+    """OffsetDelete's answer with a group-level error: no partitions (Kafka's ``getErrorResponse``)."""
+    return {"error_code": int(error), "topics": []}
+
+
+def _offset_delete_partitions(topics: list[dict]) -> list[TopicPartition]:
+    """The partitions an OffsetDelete names, each once, in request order."""
+    partitions = (
+        TopicPartition(topic["name"], partition["partition_index"])
+        for topic in topics
+        for partition in topic["partitions"] or []
+    )
+    return list(dict.fromkeys(partitions))
+
+
+def _partition_errors(partitions: list[TopicPartition], errors: Mapping[TopicPartition, int]) -> list[dict]:
+    """``[{name, partitions: [{partition_index, error_code}]}]``, topics in first-seen order."""
+    by_topic: dict[str, list[dict]] = {}
+    for tp in partitions:
+        by_topic.setdefault(tp.topic, []).append({"partition_index": tp.partition, "error_code": errors[tp]})
+    return [{"name": name, "partitions": entries} for name, entries in by_topic.items()]

@@ -139,6 +139,23 @@ REQUEST_SCHEMAS: dict[str, Struct] = {
     "DescribeGroups": Struct((Field("groups", Array(STR)),)),
     "ListGroups": Struct((Field("states_filter", Array(STR), nullable=True),)),  # nil or empty: all (§7.8)
     "DeleteGroups": Struct((Field("groups_names", Array(STR, items_nullable=True)),)),
+    # Not in wire-protocol.md §3: Kafka's OffsetDelete v0 (KIP-496), added for admin tools (docs/protocol.md).
+    "OffsetDelete": Struct(
+        (
+            _group_id(),
+            Field(
+                "topics",
+                Array(
+                    Struct(
+                        (
+                            Field("name", STR),
+                            Field("partitions", Array(Struct((Field("partition_index", INT32),)))),
+                        )
+                    )
+                ),
+            ),
+        )
+    ),
 }
 
 SUPPORTED_APIS: dict[str, tuple[int, int]] = dict.fromkeys(REQUEST_SCHEMAS, (0, 0))
