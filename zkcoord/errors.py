@@ -48,6 +48,46 @@ class CommitFailedError(ZkcoordError):
     """An offset commit named a partition this member does not own, or ZooKeeper refused it."""
 
 
+class ConsumerTimeoutError(ZkcoordError):
+    """No message arrived within ``consumer.timeout.ms`` (0.8.2's ConsumerTimeoutException)."""
+
+
+class SourceError(ZkcoordError):
+    """A record source cannot answer: unreachable cluster, unknown topic, bad source spec."""
+
+
+class OffsetOutOfRangeError(SourceError):
+    """A fetch asked for an offset the source does not hold (below the beginning or past the end)."""
+
+
+class NoOffsetForPartitionError(ZkcoordError):
+    """A partition has no committed offset and ``auto.offset.reset`` is ``none``."""
+
+
+class IllegalStateError(ZkcoordError):
+    """The call does not fit the consumer's state (e.g. ``subscribe`` after ``assign``, a closed consumer)."""
+
+
+class WakeupError(ZkcoordError):
+    """``wakeup()`` interrupted a blocking consumer call (Java's WakeupException)."""
+
+
+class CoordinatorResponseError(ZkcoordError):
+    """The coordinator answered a request with an error code; ``error_code`` is Kafka's number."""
+
+    def __init__(self, error_code: int, message: str = ""):
+        self.error_code = error_code
+        try:
+            name = ErrorCode(error_code).name
+        except ValueError:
+            name = f"error {error_code}"
+        super().__init__(f"{name}: {message}" if message else name)
+
+
+class FencedInstanceIdError(CoordinatorResponseError):
+    """Another consumer joined with this member's ``group.instance.id`` (KIP-345): fatal for this member."""
+
+
 class LogError(ZkcoordError):
     """The offsets log cannot do what was asked. ``kafka_error`` names Kafka's error for it (group-coordinator §9.5)."""
 
@@ -116,6 +156,7 @@ class ErrorCode(enum.IntEnum):
     MEMBER_ID_REQUIRED = 79
     GROUP_MAX_SIZE_REACHED = 81
     FENCED_INSTANCE_ID = 82
+    GROUP_SUBSCRIBED_TO_TOPIC = 86
 
     @property
     def retriable(self) -> bool:

@@ -9,6 +9,8 @@ from zkcoord.errors import ConfigError
 from zkcoord.zk.layout import is_legal_name
 
 OFFSETS_STORAGE_ZOOKEEPER = "zookeeper"
+AUTO_OFFSET_RESET_SMALLEST = "smallest"
+AUTO_OFFSET_RESET_LARGEST = "largest"
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,17 @@ class LegacyConsumerConfig:
     offsets_storage: str = kafka_field("offsets.storage", OFFSETS_STORAGE_ZOOKEEPER)
     offsets_commit_max_retries: int = kafka_field("offsets.commit.max.retries", 5, "commit retries at shutdown")
     offsets_channel_backoff_ms: int = kafka_field("offsets.channel.backoff.ms", 1000)
+    auto_offset_reset: str = kafka_field(
+        "auto.offset.reset", AUTO_OFFSET_RESET_LARGEST, "smallest or largest: where to start without a valid offset"
+    )
+    consumer_timeout_ms: int = kafka_field(
+        "consumer.timeout.ms", -1, "a stream raises ConsumerTimeoutError after this long without a record; -1 blocks"
+    )
+    fetch_message_max_records: int = kafka_field(
+        "fetch.message.max.records",
+        500,
+        "zkcoord: records a stream fetches from one partition at a time (0.8.2 bounds bytes instead)",
+    )
 
     def __post_init__(self):
         if not self.group_id or not is_legal_name(self.group_id):
@@ -56,6 +69,12 @@ class LegacyConsumerConfig:
                 "for now ('kafka' and dual commit come with offsets migration)"
             )
         object.__setattr__(self, "offsets_storage", storage)
+        reset = self.auto_offset_reset.lower()
+        if reset not in (AUTO_OFFSET_RESET_SMALLEST, AUTO_OFFSET_RESET_LARGEST):
+            raise ConfigError(f"auto.offset.reset={self.auto_offset_reset!r}: use smallest or largest (0.8.2 names)")
+        object.__setattr__(self, "auto_offset_reset", reset)
+        if self.fetch_message_max_records < 1:
+            raise ConfigError("fetch.message.max.records must be >= 1")
 
     @property
     def connection_timeout_ms(self) -> int:

@@ -5,6 +5,11 @@ loop, commits) runs on one gevent hub in a native :class:`~zkcoord.zk.session.Hu
 that holds the caller's hub or burns CPU cannot starve the session. Public methods are thread-safe and
 hand their work to that thread. Rebalance-listener callbacks run in that hub's native thread pool: they
 may block, and the member keeps answering ZooKeeper meanwhile.
+
+Records reach the application through :class:`KafkaStream` (0.8.2's KafkaStream and ConsumerIterator),
+iterated in user threads that fetch from the member's :class:`~zkcoord.sources.RecordSource` themselves.
+Ownership and consumed positions belong to the hub thread; each stream sees its share through a view the
+hub thread replaces under the stream's lock, the only lock here, held for a few bytecodes at a time.
 """
 
 import contextlib
@@ -19,27 +24,39 @@ from typing import Any, Protocol
 import gevent
 import gevent.event
 import gevent.lock
+from gevent import monkey
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 from kazoo.protocol.states import EventType, KazooState
 
-from zkcoord.assign.legacy import ROUNDROBIN, hash_ties, legacy_assignment, roundrobin_listing
+from zkcoord.assign.legacy import ROUNDROBIN, hash_ties, legacy_assignment, roundrobin_listing, thread_id
 from zkcoord.clock import SystemClock
 from zkcoord.config import build_config
 from zkcoord.errors import (
     CommitFailedError,
     ConsumerRebalanceFailedError,
+    ConsumerTimeoutError,
+    OffsetOutOfRangeError,
+    SourceError,
     ZkcoordError,
     ZooKeeperConnectionError,
 )
-from zkcoord.legacy.config import LegacyConsumerConfig
+from zkcoord.legacy.config import AUTO_OFFSET_RESET_SMALLEST, LegacyConsumerConfig
 from zkcoord.legacy.subscription import TopicFilter, expand, registration_for
 from zkcoord.legacy.trace import TraceSink, make_event
 from zkcoord.model import TopicPartition
+from zkcoord.sources import Record, RecordSource, SyntheticSource
 from zkcoord.zk import layout
 from zkcoord.zk.layout import ZnodeDecodeError
 from zkcoord.zk.session import HubThread, make_kazoo_client
 
 log = logging.getLogger(__name__)
+
+# The key of streams() for a wildcard member: its streams take every matched topic (createMessageStreamsByFilter).
+WILDCARD_STREAMS = "*"
+# How often an idle stream looks again for new records, a new assignment or close().
+STREAM_IDLE_CHECK_S = 0.005
+# Unpatched, so a stream's lock stays a real lock when the application monkey-patched threading.
+_allocate_lock = monkey.get_original("_thread", "allocate_lock")
 
 
 class RebalanceListener(Protocol):
@@ -85,13 +102,155 @@ class _Conflict(Exception):
         self.released, self.conflicts = released, conflicts
 
 
+class KafkaStream:
+    """One 0.8.2 stream: iterating it yields the records of the partitions its thread owns now.
+
+    ``for record in stream`` hands out :class:`~zkcoord.sources.Record` s in offset order per
+    partition, taking up to ``fetch.message.max.records`` from one partition before moving on to the
+    next (round robin), each fetched from the member's consumed position. Handing out a record moves
+    that position to ``offset + 1`` (the ConsumerIterator's consumed offset), which is what
+    ``commit()`` and auto-commit write. A rebalance that releases a partition stops the stream from
+    yielding its records at once (0.8.2 clears the queues; records already handed out stay consumed).
+
+    ``next()`` blocks while nothing is available, or raises :class:`~zkcoord.errors.ConsumerTimeoutError`
+    after ``consumer.timeout.ms`` (the stream stays usable), and raises ``StopIteration`` once the
+    consumer closes. A :class:`~zkcoord.errors.SourceError` of the source propagates likewise. Iterate
+    each stream from one thread at a time; different streams may be iterated in parallel.
+    """
+
+    def __init__(self, consumer: "LegacyConsumer", thread: str, topic: str | None):
+        self.thread_id = thread
+        self.topic = topic  # None: every topic a wildcard matches
+        self._consumer = consumer
+        self._lock = _allocate_lock()
+        # Written by the hub thread under _lock: partition → its registry entry, while this stream owns it.
+        self._view: dict[TopicPartition, _Owned] = {}
+        self._shut = False
+        # The chunk being handed out (read by this stream's iterating thread only).
+        self._chunk: list[Record] = []
+        self._chunk_index = 0
+        self._chunk_partition: TopicPartition | None = None
+        self._chunk_owner: _Owned | None = None
+        self._expected = -1  # the position handing out the next chunk record requires
+        self._cursor = 0
+
+    def __repr__(self) -> str:
+        return f"KafkaStream({self.thread_id!r}, topic={self.topic!r})"
+
+    def __iter__(self) -> "KafkaStream":
+        return self
+
+    def __next__(self) -> Record:
+        if not self._shut:
+            record = self._take()  # the common case: the next record of the chunk in hand
+            if record is not None:
+                return record
+        return self._wait_for_record()
+
+    def _wait_for_record(self) -> Record:
+        timeout_ms = self._consumer.config.consumer_timeout_ms
+        deadline = None if timeout_ms < 0 else time.monotonic() + timeout_ms / 1000.0
+        while not self._shut:
+            record = self._take()
+            if record is not None:
+                return record
+            if self._refill():
+                continue
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise ConsumerTimeoutError(
+                        f"no record on stream {self.thread_id} within consumer.timeout.ms={timeout_ms}"
+                    )
+                time.sleep(min(STREAM_IDLE_CHECK_S, left))
+            else:
+                time.sleep(STREAM_IDLE_CHECK_S)
+        raise StopIteration
+
+    def partitions(self) -> list[TopicPartition]:
+        """The partitions this stream yields from now."""
+        with self._lock:
+            return sorted(self._view)
+
+    # ---- hub thread ----------------------------------------------------------------------------------
+
+    def _set_view(self, view: dict[TopicPartition, "_Owned"]) -> None:
+        with self._lock:
+            if not self._shut:  # a closing member may still publish; a shut stream stays empty
+                self._view = view
+
+    def _shutdown(self) -> None:
+        with self._lock:
+            self._view = {}
+            self._shut = True
+
+    # ---- the iterating thread ------------------------------------------------------------------------
+
+    def _take(self) -> Record | None:
+        """The next chunk record, if its partition is still ours and nobody moved its position."""
+        if self._chunk_index < len(self._chunk):
+            record = self._chunk[self._chunk_index]
+            self._chunk_index += 1
+            with self._lock:
+                owned = self._chunk_owner
+                if self._view.get(self._chunk_partition) is owned and owned.position == self._expected:
+                    owned.position = self._expected = record.offset + 1
+                    return record
+            self._chunk = []  # released, seeked or reset meanwhile: drop the rest, as 0.8.2 clears the queue
+        return None
+
+    def _refill(self) -> bool:
+        """Fetch the next chunk, trying each owned partition once starting after the last one served."""
+        with self._lock:
+            view = sorted(self._view.items())
+        consumer = self._consumer
+        batch = consumer.config.fetch_message_max_records
+        for step in range(len(view)):
+            index = (self._cursor + step) % len(view)
+            partition, owned = view[index]
+            position = owned.position
+            if position < 0:
+                position = self._reset(partition, owned, position)
+                if position < 0:
+                    continue
+            try:
+                records = consumer.source.fetch(partition, position, batch)
+            except OffsetOutOfRangeError as error:
+                log.warning(
+                    "offset out of range member=%s partition=%s offset=%d error=%s; applying auto.offset.reset=%s",
+                    consumer.consumer_id,
+                    partition,
+                    position,
+                    error,
+                    consumer.config.auto_offset_reset,
+                )
+                self._reset(partition, owned, position)
+                continue
+            if records:
+                self._chunk, self._chunk_index = records, 0
+                self._chunk_partition, self._chunk_owner, self._expected = partition, owned, position
+                self._cursor = index + 1
+                return True
+        return False
+
+    def _reset(self, partition: TopicPartition, owned: "_Owned", stale: int) -> int:
+        """Apply ``auto.offset.reset`` if ``owned`` is still ours at ``stale``; the position after."""
+        offset = self._consumer._reset_offsets([partition])[partition]
+        with self._lock:
+            if self._view.get(partition) is owned and owned.position == stale:
+                owned.position = offset
+            return owned.position
+
+
 class LegacyConsumer:
     """A member of a Kafka 0.8.2 ZooKeeper consumer group, indistinguishable from a JVM member.
 
     Subscribe with exactly one of ``topics={topic: streams}`` (ordered), ``whitelist=regex`` or
     ``blacklist=regex`` (with ``num_streams``). Configure with Kafka's property names in ``config``
     or snake_case keywords (``group_id=...``). Use as a context manager or call :meth:`start` and
-    :meth:`close`.
+    :meth:`close`. Records come from ``source`` (default: a :class:`~zkcoord.sources.SyntheticSource`
+    on the member's clock, closed with the member; a source passed in stays the caller's to close)
+    through the streams of :meth:`streams`.
     """
 
     def __init__(
@@ -105,10 +264,13 @@ class LegacyConsumer:
         listener: RebalanceListener | None = None,
         trace: TraceSink | Sequence[TraceSink] = (),
         clock=None,
+        source: RecordSource | None = None,
         **properties: Any,
     ):
         self.config: LegacyConsumerConfig = build_config(LegacyConsumerConfig, config, **properties)
         self._clock = clock or SystemClock()
+        self._owns_source = source is None
+        self.source: RecordSource = SyntheticSource(clock=self._clock) if source is None else source
         self._registration = registration_for(topics, whitelist, blacklist, num_streams, 0)
         self._filter = TopicFilter.of(self._registration) if self._registration.is_wildcard else None
         self.consumer_id = make_consumer_id(self.config.group_id, self.config.consumer_id, self._clock.now_ms())
@@ -136,8 +298,32 @@ class LegacyConsumer:
         self._closing = False
         self._closed = False
         self._greenlets: list[gevent.Greenlet] = []
+        self._streams = self._make_streams()
+
+    def _make_streams(self) -> dict[str, list[KafkaStream]]:
+        """createMessageStreams: a stream per (topic, thread); createMessageStreamsByFilter: a stream per
+        thread, shared by every matched topic (§2.2, §2.4). Thread ids are the registered ones."""
+        subscription = self._registration.subscription
+        if self._filter is not None:
+            streams = next(iter(subscription.values()))
+            return {WILDCARD_STREAMS: [KafkaStream(self, thread_id(self.consumer_id, n), None) for n in range(streams)]}
+        return {
+            topic: [KafkaStream(self, thread_id(self.consumer_id, n), topic) for n in range(streams)]
+            for topic, streams in subscription.items()
+        }
 
     # ---- public API (any thread) -------------------------------------------------------------------
+
+    def streams(self) -> dict[str, list[KafkaStream]]:
+        """The member's streams, the same objects on every call (0.8.2 ``createMessageStreams``).
+
+        Static subscriptions: ``{topic: [stream of thread <consumer_id>-0, -1, ...]}``, one stream per
+        registered stream of that topic. Wildcard subscriptions: ``{"*": [num_streams streams]}``
+        (:data:`WILDCARD_STREAMS`), each yielding from every matched topic its thread owns, as 0.8.2's
+        ``createMessageStreamsByFilter``. Streams may be taken before :meth:`start`; they yield once
+        the member owns partitions and stop (``StopIteration``) after :meth:`close`.
+        """
+        return {key: list(streams) for key, streams in self._streams.items()}
 
     def start(self, timeout: float | None = None) -> "LegacyConsumer":
         """Connect, register, and run the first rebalance (raises if it fails after every retry)."""
@@ -150,18 +336,36 @@ class LegacyConsumer:
             self._io.call(self._shutdown, False)
             self._io.stop()
             self._closed = True
+            self._close_source()
             raise
         return self
 
     def close(self, timeout: float = 60.0) -> None:
-        """Commit (with auto-commit on), then close the session: ZooKeeper drops our ephemerals (§3.6)."""
+        """End the streams, commit (with auto-commit on), then close the session: ZooKeeper drops our
+        ephemerals (§3.6). Closes the record source if the member made it."""
         if self._io is None or self._closed:
+            self._shutdown_streams()
+            self._close_source()
             return
         self._closed = True
         try:
             self._io.call(self._shutdown, self.config.auto_commit_enable, timeout=timeout)
         finally:
             self._io.stop()
+            self._close_source()
+
+    def _shutdown_streams(self) -> None:
+        for streams in self._streams.values():
+            for stream in streams:
+                stream._shutdown()
+
+    def _close_source(self) -> None:
+        if self._owns_source:
+            self._owns_source = False
+            try:
+                self.source.close()
+            except SourceError as error:
+                log.warning("closing the record source failed member=%s error=%s", self.consumer_id, error)
 
     def __enter__(self) -> "LegacyConsumer":
         return self.start()
@@ -190,15 +394,16 @@ class LegacyConsumer:
         return self._call(lambda: self._owned(partition).position)
 
     def seek(self, partition: TopicPartition, offset: int) -> None:
-        """Set the consumed position of an owned partition; the next commit writes it."""
-        self._call(lambda: setattr(self._owned(partition), "position", int(offset)))
+        """Set the consumed position of an owned partition; its stream reads on from there, and the next
+        commit writes it."""
+        self._call(lambda: self._set_position(partition, int(offset)))
 
     def commit(self, offsets: Mapping[TopicPartition, int] | None = None) -> None:
         """Write changed positions to ``/consumers/<g>/offsets`` (§5.1); ``offsets`` are set first."""
 
         def commit():
             for partition, offset in (offsets or {}).items():
-                self._owned(partition).position = int(offset)
+                self._set_position(partition, int(offset))
             self._commit_changed(_Ops())
 
         self._call(commit)
@@ -225,6 +430,29 @@ class LegacyConsumer:
         if owned is None:
             raise CommitFailedError(f"{self.consumer_id} does not own {partition}")
         return owned
+
+    def _set_position(self, partition: TopicPartition, offset: int) -> None:
+        """Hub thread: under the owning stream's lock, so a record being handed out cannot overwrite it."""
+        partition = TopicPartition(*partition)
+        owned = self._owned(partition)
+        stream = self._stream_for(partition, owned.thread_id)
+        if stream is None:
+            owned.position = offset
+            return
+        with stream._lock:
+            owned.position = offset
+
+    def _stream_for(self, partition: TopicPartition, thread: str) -> KafkaStream | None:
+        for stream in self._streams.get(WILDCARD_STREAMS if self._filter is not None else partition.topic, ()):
+            if stream.thread_id == thread:
+                return stream
+        return None
+
+    def _reset_offsets(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+        """``auto.offset.reset``: the source's beginning (``smallest``) or log end (``largest``); any thread."""
+        if self.config.auto_offset_reset == AUTO_OFFSET_RESET_SMALLEST:
+            return self.source.beginning_offsets(partitions)
+        return self.source.end_offsets(partitions)
 
     # ---- life cycle (hub thread) ---------------------------------------------------------------------
 
@@ -265,6 +493,7 @@ class LegacyConsumer:
         self._rebalance_requested.set()
         with self._rebalance_lock:
             gevent.killall(self._greenlets)
+            self._shutdown_streams()  # 0.8.2's shutdown command: nothing is handed out after the commit
             if commit:
                 self._commit_with_retries()
             self._registry.clear()
@@ -533,6 +762,7 @@ class LegacyConsumer:
                 self._watching_brokers = True
                 self._watch_children(layout.BROKER_IDS_PATH, self._on_brokers_event)
             return "no-brokers", [], []
+        self._detach_streams()  # closeFetchers: the streams stop, so the commit covers all they handed out
         if self.config.auto_commit_enable:
             self._commit_changed(ops)  # commit before release so the next owner starts where we stopped
         released = sorted(self._registry)
@@ -774,6 +1004,7 @@ class LegacyConsumer:
         if self._connected:
             for tp, owned in sorted(self._registry.items()):
                 threads.setdefault(owned.thread_id, []).append(tp)
+        self._update_stream_views()
         if threads == self._assignment:
             return
         before = time.monotonic()
@@ -786,6 +1017,23 @@ class LegacyConsumer:
             monotonic_before=before,
             monotonic_after=after,
         )
+
+    def _update_stream_views(self) -> None:
+        """Give each stream the registry entries of its thread (and topic), none while disconnected: the
+        streams yield from what ``assignment()`` reports, except that a rebalance stops them first."""
+        views: dict[tuple[str, str], dict[TopicPartition, _Owned]] = {}
+        if self._connected:
+            wildcard = self._filter is not None
+            for tp, owned in sorted(self._registry.items()):
+                views.setdefault((owned.thread_id, WILDCARD_STREAMS if wildcard else tp.topic), {})[tp] = owned
+        for key, streams in self._streams.items():
+            for stream in streams:
+                stream._set_view(views.get((stream.thread_id, key), {}))
+
+    def _detach_streams(self) -> None:
+        for streams in self._streams.values():
+            for stream in streams:
+                stream._set_view({})
 
     def _run_listener(self, method: str, partitions: list[TopicPartition]) -> None:
         callback = getattr(self._listener, method, None)
