@@ -1,0 +1,156 @@
+"""The pure membership core against the pure coordinator, on a virtual clock (no IO, no sleeps)."""
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from zkcoord.errors import FencedInstanceIdError
+from zkcoord.membership import MemberState
+from zkcoord.membership.states import MEMBER_TRANSITIONS, IllegalMemberTransition, check_member_transition
+from zkcoord.model import TopicPartition
+from zkcoord.testing.membership import MembershipSimulation
+
+TOPICS = {"t": 12}
+STRATEGIES = ["range", "roundrobin", "sticky", "cooperative-sticky"]
+
+
+def group_of(count, strategy="range", **options):
+    sim = MembershipSimulation(TOPICS)
+    members = [sim.add(f"m{i}", strategies=(strategy,), **options) for i in range(count)]
+    sim.run_until_settled()
+    return sim, members
+
+
+def test_transition_table_rejects_what_it_does_not_list():
+    check_member_transition(MemberState.STABLE, MemberState.PREPARE_REVOCATION)
+    with pytest.raises(IllegalMemberTransition):
+        check_member_transition(MemberState.UNJOINED, MemberState.STABLE)
+    assert all(
+        MemberState.LEFT in targets for state, targets in MEMBER_TRANSITIONS.items() if state != MemberState.LEFT
+    )
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_members_joining_one_by_one_share_every_partition_exclusively(strategy):
+    sim = MembershipSimulation(TOPICS)
+    for i in range(4):
+        sim.add(f"m{i}", strategies=(strategy,))
+        sim.run_until_settled()  # run() checks exclusive ownership after every member step
+    assert sorted(len(m.owned) for m in sim.live) == [3, 3, 3, 3]
+
+
+def test_eager_member_revokes_everything_before_it_rejoins():
+    sim, (first,) = group_of(1)
+    sim.add("m1")
+    sim.run_until_settled()
+    kinds = [kind for kind, _ in first.callbacks]
+    assert kinds == ["assigned", "revoked", "assigned"]
+    assert first.callbacks[1][1] == tuple(sorted(sim.all_partitions()))  # eager: all of them go
+
+
+def test_cooperative_join_moves_only_what_must_move_and_keeps_the_rest_owned():
+    sim, members = group_of(2, "cooperative-sticky")
+    before = {m.name: set(m.owned) for m in members}
+    start = len(sim.ownership_timeline)
+    sim.add("m2", strategies=("cooperative-sticky",))
+    sim.run_until_settled()
+    for member in members:
+        kept = before[member.name] & member.owned
+        # Kept partitions were owned at every instant of the rebalance: never in a revocation.
+        revoked = {tp for kind, tps in member.callbacks if kind == "revoked" for tp in tps}
+        assert not kept & revoked
+        assert len(before[member.name] - member.owned) == 2  # 6 → 4: only the two that must move
+    # Never more than the 4 moving partitions without an owner, at any instant of the rebalance.
+    assert all(len(owners) >= 8 for owners in sim.ownership_timeline[start:])
+
+
+def test_static_member_restart_within_the_session_is_not_a_rebalance():
+    sim, members = group_of(3, instance_id=None)
+    sim = MembershipSimulation(TOPICS)
+    members = [sim.add(f"m{i}", instance_id=f"instance-{i}") for i in range(3)]
+    sim.run_until_settled()
+    generation = members[0].core.generation
+    assignment = {m.name: set(m.owned) for m in members}
+    bounced = members[1]
+    bounced.close(sim.harness.now)  # static: no LeaveGroup (KIP-345)
+    sim.run(500)
+    restarted = sim.add("m1-again", instance_id="instance-1")
+    sim.run_until_settled()
+    assert {m.core.generation for m in sim.live} == {generation}
+    assert restarted.owned == assignment["m1"]
+    assert [m.owned for m in sim.live if m is not restarted] == [assignment["m0"], assignment["m2"]]
+
+
+def test_slow_revocation_callback_keeps_the_member_alive():
+    """A revocation that takes longer than the session: heartbeats go on meanwhile (HEARTBEAT_STATES)."""
+    sim, members = group_of(2, session_timeout_ms=1000, callback_ms=2500)
+    ids = {m.core.member_id for m in members}
+    sim.add("m2", session_timeout_ms=1000, callback_ms=2500)
+    sim.run_until_settled(limit_ms=20000)
+    assert ids <= {m.core.member_id for m in sim.live}
+    assert not any(kind == "lost" for m in members for kind, _ in m.callbacks)
+
+
+def test_member_that_stops_polling_leaves_and_its_partitions_are_lost_then_rejoins():
+    sim, (stuck, other) = group_of(2, max_poll_interval_ms=2000)
+    stuck.polling = False
+    sim.run(2500)
+    assert stuck.core.state == MemberState.UNJOINED
+    assert stuck.owned == set() and ("lost", tuple(sorted(stuck.callbacks[-1][1]))) == stuck.callbacks[-1]
+    sim.run(1000)
+    assert other.owned == sim.all_partitions()
+    stuck.polling = True
+    sim.run_until_settled()
+    assert len(stuck.owned) == 6
+
+
+def test_second_consumer_with_the_same_instance_id_fences_the_first():
+    sim, (first,) = group_of(1, instance_id="only")
+    sim.add("impostor", instance_id="only")
+    # Until its next heartbeat is answered 82 the fenced member still believes it owns its partitions: a
+    # duplicated group.instance.id is a misconfiguration KIP-345 detects, it cannot prevent the overlap.
+    sim.run(1000, check=False)
+    assert isinstance(first.fatal, FencedInstanceIdError)
+    assert first.core.state == MemberState.FATAL
+
+
+def test_session_expiry_of_a_crashed_member_hands_its_partitions_over():
+    sim, (survivor, crashed) = group_of(2, session_timeout_ms=1000)
+    crashed.crash()
+    took = sim.run_until_settled()
+    assert survivor.owned == sim.all_partitions()
+    assert 1000 <= took < 3000
+
+
+operations = st.lists(
+    st.tuples(st.sampled_from(["join", "close", "crash", "run", "stall"]), st.integers(0, 7)), min_size=1, max_size=12
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(strategy=st.sampled_from(STRATEGIES), steps=operations, callback_ms=st.sampled_from([0, 150, 700]))
+def test_ownership_is_exclusive_and_complete_under_random_churn(strategy, steps, callback_ms):
+    sim = MembershipSimulation({"t": 7, "u": 3})
+    counter = 0
+    options = {"strategies": (strategy,), "session_timeout_ms": 1000, "heartbeat_interval_ms": 100}
+    for operation, pick in steps:
+        live = sim.live
+        if operation == "join" or not live:
+            counter += 1
+            sim.add(f"m{counter}", callback_ms=callback_ms, **options)
+        elif operation == "close":
+            live[pick % len(live)].close(sim.harness.now)
+        elif operation == "crash":
+            live[pick % len(live)].crash()
+        elif operation == "stall":
+            sim.run(pick * 100)
+        sim.run(50)  # every step checks exclusive ownership
+    if sim.live:
+        sim.run_until_settled(limit_ms=30000)
+        owned = [tp for m in sim.live for tp in m.owned]
+        assert sorted(owned) == sorted(sim.all_partitions())
+
+
+def test_partitions_are_topic_partitions():
+    sim, members = group_of(1)
+    assert all(isinstance(tp, TopicPartition) for tp in members[0].owned)
