@@ -1,0 +1,59 @@
+"""Consumer-group administration, as Kafka's ``KafkaAdminClient`` and ``kafka-consumer-groups`` do it, over
+coordinator groups (wire protocol) and legacy 0.8.2 groups (ZooKeeper). See docs/admin.md.
+
+Exports the client, its result types and errors; the text/JSON layout lives in ``zkcoord.admin.render``.
+"""
+
+from zkcoord.admin.client import AdminClient
+from zkcoord.admin.model import (
+    COORDINATOR,
+    LEGACY,
+    CoordinatorNotAvailableError,
+    GroupAdminError,
+    GroupDescription,
+    GroupIdNotFoundError,
+    GroupListing,
+    GroupNotEmptyError,
+    GroupOffsets,
+    GroupOffsetsDescription,
+    GroupResult,
+    GroupSubscribedToTopicError,
+    InvalidResetError,
+    MemberDescription,
+    MemberRemoval,
+    Node,
+    OffsetAndMetadata,
+    OffsetDeletion,
+    PartitionOffsetRow,
+    ResetPlan,
+    ResetSpec,
+    UnknownMemberIdError,
+    UnknownTopicOrPartitionError,
+)
+
+__all__ = [
+    "COORDINATOR",
+    "LEGACY",
+    "AdminClient",
+    "CoordinatorNotAvailableError",
+    "GroupAdminError",
+    "GroupDescription",
+    "GroupIdNotFoundError",
+    "GroupListing",
+    "GroupNotEmptyError",
+    "GroupOffsets",
+    "GroupOffsetsDescription",
+    "GroupResult",
+    "GroupSubscribedToTopicError",
+    "InvalidResetError",
+    "MemberDescription",
+    "MemberRemoval",
+    "Node",
+    "OffsetAndMetadata",
+    "OffsetDeletion",
+    "PartitionOffsetRow",
+    "ResetPlan",
+    "ResetSpec",
+    "UnknownMemberIdError",
+    "UnknownTopicOrPartitionError",
+]

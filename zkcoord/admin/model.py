@@ -1,0 +1,392 @@
+"""What the admin client returns, its errors, and the pure rules kafka-consumer-groups applies to them.
+
+Owns the result dataclasses, the ``GroupAdminError`` family (Kafka's exception names and messages), the
+describe-offsets row rule (ConsumerGroupCommand ``collectGroupsOffsets``), the reset-offsets plan
+(``prepareOffsetsToReset`` and ``checkOffsetsRange``) and Kafka's reset CSV. Pure: no IO; must not import
+kazoo, sockets, the CLI or the renderer.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from zkcoord.errors import ErrorCode, ZkcoordError
+from zkcoord.model import TopicPartition
+
+log = logging.getLogger(__name__)
+
+COORDINATOR = "coordinator"
+LEGACY = "legacy"
+KINDS = (COORDINATOR, LEGACY)  # the order results come in when a group id exists in both places
+
+EMPTY, PREPARING_REBALANCE, COMPLETING_REBALANCE, STABLE, DEAD = (
+    "Empty",
+    "PreparingRebalance",
+    "CompletingRebalance",
+    "Stable",
+    "Dead",
+)
+GROUP_STATES = (PREPARING_REBALANCE, COMPLETING_REBALANCE, STABLE, DEAD, EMPTY)  # Kafka's listing order
+INACTIVE_STATES = frozenset({EMPTY, DEAD})  # reset-offsets and alter need one of these (Kafka's rule)
+CONSUMER_PROTOCOL_TYPES = frozenset({"consumer", ""})  # ListConsumerGroups keeps only these
+
+
+# ---- errors ------------------------------------------------------------------------------------------------
+
+
+class GroupAdminError(ZkcoordError):
+    """An admin request the coordinator or ZooKeeper refused; ``error_code`` is Kafka's number when one applies."""
+
+    error_code: int | None = None
+
+    def __init__(self, message: str, error_code: int | None = None):
+        super().__init__(message)
+        if error_code is not None:
+            self.error_code = error_code
+
+
+class GroupIdNotFoundError(GroupAdminError):
+    error_code = ErrorCode.GROUP_ID_NOT_FOUND
+
+
+class GroupNotEmptyError(GroupAdminError):
+    error_code = ErrorCode.NON_EMPTY_GROUP
+
+
+class GroupSubscribedToTopicError(GroupAdminError):
+    error_code = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+
+
+class UnknownMemberIdError(GroupAdminError):
+    error_code = ErrorCode.UNKNOWN_MEMBER_ID
+
+
+class UnknownTopicOrPartitionError(GroupAdminError):
+    error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+class CoordinatorNotAvailableError(GroupAdminError):
+    """No coordinator answered in time (FindCoordinator kept failing, or nodes were unreachable)."""
+
+    error_code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+
+
+class InvalidResetError(GroupAdminError):
+    """A reset that cannot be planned: no committed offset to shift, no log-end offset, a bad CSV line."""
+
+
+# Kafka's Errors enum: exception class and default message per code.
+_ERRORS: dict[int, tuple[type[GroupAdminError], str]] = {
+    ErrorCode.GROUP_ID_NOT_FOUND: (GroupIdNotFoundError, "The group id does not exist."),
+    ErrorCode.NON_EMPTY_GROUP: (GroupNotEmptyError, "The group is not empty."),
+    ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC: (
+        GroupSubscribedToTopicError,
+        "The consumer group is actively subscribed to the topic",
+    ),
+    ErrorCode.UNKNOWN_MEMBER_ID: (UnknownMemberIdError, "The coordinator is not aware of this member."),
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: (
+        UnknownTopicOrPartitionError,
+        "This server does not host this topic-partition.",
+    ),
+    ErrorCode.COORDINATOR_NOT_AVAILABLE: (CoordinatorNotAvailableError, "The coordinator is not available."),
+    ErrorCode.FENCED_INSTANCE_ID: (
+        GroupAdminError,
+        "The broker rejected this static consumer since another consumer with the same group.instance.id "
+        "has registered with a different member.id.",
+    ),
+    ErrorCode.INVALID_GROUP_ID: (GroupAdminError, "The configured groupId is invalid."),
+    ErrorCode.REBALANCE_IN_PROGRESS: (GroupAdminError, "The group is rebalancing, so a rejoin is needed."),
+    ErrorCode.ILLEGAL_GENERATION: (GroupAdminError, "Specified group generation id is not valid."),
+    ErrorCode.OFFSET_METADATA_TOO_LARGE: (GroupAdminError, "The metadata field of the offset request was too large."),
+    ErrorCode.UNSUPPORTED_VERSION: (GroupAdminError, "The version of API is not supported."),
+}
+
+
+def error_for(code: int, message: str | None = None) -> GroupAdminError:
+    """The exception Kafka's admin client raises for ``code`` (``message`` replaces the default text)."""
+    cls, default = _ERRORS.get(code, (GroupAdminError, ""))
+    if not default:
+        try:
+            default = f"{ErrorCode(code).name} (error {code})"
+        except ValueError:
+            default = f"error {code}"
+    return cls(message or default, error_code=code)
+
+
+def describe_error(error: BaseException) -> str:
+    """``Class: message``, as Kafka prints an exception's ``toString``."""
+    return f"{type(error).__name__}: {error}"
+
+
+# ---- results -----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Node:
+    node_id: int
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port} ({self.node_id})"
+
+
+@dataclass(frozen=True)
+class GroupListing:
+    group_id: str
+    kind: str  # COORDINATOR or LEGACY
+    state: str
+    protocol_type: str = "consumer"
+
+
+@dataclass(frozen=True)
+class MemberDescription:
+    """A member as DescribeGroups shows it; for a legacy group, one registration under ``ids``."""
+
+    member_id: str
+    group_instance_id: str | None
+    client_id: str | None
+    host: str | None
+    assignment: tuple[TopicPartition, ...] = ()
+
+
+@dataclass(frozen=True)
+class GroupDescription:
+    group_id: str
+    kind: str
+    state: str
+    protocol_type: str
+    protocol: str  # the assignment strategy ("" unless Stable, as DescribeGroups answers)
+    members: tuple[MemberDescription, ...]
+    coordinator: Node | None  # None for a legacy group
+
+    @property
+    def is_inactive(self) -> bool:
+        return self.state in INACTIVE_STATES
+
+
+@dataclass(frozen=True)
+class OffsetAndMetadata:
+    offset: int
+    metadata: str = ""
+
+
+@dataclass(frozen=True)
+class GroupOffsets:
+    """Committed offsets of one group in one place."""
+
+    group_id: str
+    kind: str
+    offsets: Mapping[TopicPartition, OffsetAndMetadata]
+
+
+@dataclass(frozen=True)
+class PartitionOffsetRow:
+    """One row of ``describe --offsets``; None prints as Kafka's "-"."""
+
+    topic: str | None
+    partition: int | None
+    current_offset: int | None
+    log_end_offset: int | None
+    lag: int | None
+    consumer_id: str | None
+    host: str | None
+    client_id: str | None
+
+
+@dataclass(frozen=True)
+class GroupOffsetsDescription:
+    description: GroupDescription
+    rows: tuple[PartitionOffsetRow, ...]
+
+
+@dataclass(frozen=True)
+class GroupResult:
+    """The outcome of a per-group operation (delete) in one place; ``error`` None means success."""
+
+    group_id: str
+    kind: str
+    error: GroupAdminError | None = None
+
+
+@dataclass(frozen=True)
+class MemberRemoval:
+    group_instance_id: str
+    error: GroupAdminError | None = None
+
+
+@dataclass(frozen=True)
+class OffsetDeletion:
+    group_id: str
+    kind: str
+    partitions: Mapping[TopicPartition, GroupAdminError | None]
+
+
+@dataclass(frozen=True)
+class ResetPlan:
+    group_id: str
+    kind: str
+    offsets: Mapping[TopicPartition, int]
+    executed: bool
+
+
+@dataclass(frozen=True)
+class ResetSpec:
+    """One of kafka-consumer-groups' reset scenarios; build it with the class methods."""
+
+    scenario: str  # "earliest", "latest", "offset", "shift", "file"
+    value: int = 0
+    plan: Mapping[TopicPartition, int] = field(default_factory=dict)
+
+    @classmethod
+    def to_earliest(cls) -> ResetSpec:
+        return cls("earliest")
+
+    @classmethod
+    def to_latest(cls) -> ResetSpec:
+        return cls("latest")
+
+    @classmethod
+    def to_offset(cls, offset: int) -> ResetSpec:
+        return cls("offset", offset)
+
+    @classmethod
+    def shift_by(cls, shift: int) -> ResetSpec:
+        return cls("shift", shift)
+
+    @classmethod
+    def from_plan(cls, plan: Mapping[TopicPartition, int]) -> ResetSpec:
+        return cls("file", plan=dict(plan))
+
+
+# ---- kafka-consumer-groups' rules -----------------------------------------------------------------------
+
+
+def lag_of(current: int | None, log_end: int | None) -> int | None:
+    """``getLag``: unknown without a committed offset (or -1) or without a log-end offset."""
+    if current is None or current == -1 or log_end is None:
+        return None
+    return log_end - current
+
+
+def offset_rows(
+    description: GroupDescription,
+    committed: Mapping[TopicPartition, int],
+    end_offsets: Mapping[TopicPartition, int],
+) -> tuple[PartitionOffsetRow, ...]:
+    """``collectGroupsOffsets``: members with partitions (most partitions first), then committed partitions
+    nobody is assigned, with "-" for consumer, host and client. Within a member, by topic and partition."""
+
+    def row(tp: TopicPartition, member: MemberDescription | None) -> PartitionOffsetRow:
+        current = committed.get(tp)
+        end = end_offsets.get(tp)
+        return PartitionOffsetRow(
+            tp.topic,
+            tp.partition,
+            current,
+            end,
+            lag_of(current, end),
+            member.member_id if member else None,
+            member.host if member else None,
+            member.client_id if member else None,
+        )
+
+    rows: list[PartitionOffsetRow] = []
+    assigned: set[TopicPartition] = set()
+    with_partitions = [m for m in description.members if m.assignment]
+    for member in sorted(with_partitions, key=lambda m: -len(m.assignment)):  # stable: ties keep member order
+        for tp in sorted(set(member.assignment)):
+            rows.append(row(tp, member))
+            assigned.add(tp)
+    rows.extend(row(tp, None) for tp in sorted(set(committed) - assigned))
+    return tuple(rows)
+
+
+def clamp_offsets(
+    requested: Mapping[TopicPartition, int],
+    start_offsets: Mapping[TopicPartition, int],
+    end_offsets: Mapping[TopicPartition, int],
+) -> dict[TopicPartition, int]:
+    """``checkOffsetsRange``: above the log end → the log end; below the log start → the log start.
+    Without a known start, the lower bound is 0."""
+    clamped = {}
+    for tp, offset in requested.items():
+        end = end_offsets.get(tp)
+        start = start_offsets.get(tp, 0)
+        if end is not None and offset > end:
+            log.warning("New offset (%d) is higher than latest offset for %s. Value will be set to %d", offset, tp, end)
+            offset = end
+        elif offset < start:
+            log.warning(
+                "New offset (%d) is lower than earliest offset for %s. Value will be set to %d", offset, tp, start
+            )
+            offset = start
+        clamped[tp] = offset
+    return clamped
+
+
+def plan_reset(
+    spec: ResetSpec,
+    partitions: Iterable[TopicPartition],
+    committed: Mapping[TopicPartition, int],
+    start_offsets: Mapping[TopicPartition, int],
+    end_offsets: Mapping[TopicPartition, int] | None,
+) -> dict[TopicPartition, int]:
+    """``prepareOffsetsToReset`` for one group. ``end_offsets`` None: no record source, log ends unknown.
+    A from-file spec resets the partitions of its plan and ignores ``partitions``, as Kafka does."""
+    ends = end_offsets or {}
+    wanted = sorted(set(spec.plan) if spec.scenario == "file" else set(partitions))
+    if spec.scenario == "earliest":
+        return {tp: start_offsets.get(tp, 0) for tp in wanted}
+    if spec.scenario == "latest":
+        missing = [tp for tp in wanted if tp not in ends]
+        if missing:
+            raise InvalidResetError(
+                f"Error getting ending offset of topic partition: {missing[0]}"
+                + ("" if end_offsets is not None else " (no record source: pass --source to know log-end offsets)")
+            )
+        return {tp: ends[tp] for tp in wanted}
+    if spec.scenario == "offset":
+        return clamp_offsets(dict.fromkeys(wanted, spec.value), start_offsets, ends)
+    if spec.scenario == "shift":
+        requested = {}
+        for tp in wanted:
+            if tp not in committed:
+                raise InvalidResetError(
+                    f"Cannot shift offset for partition {tp} since there is no current committed offset"
+                )
+            requested[tp] = committed[tp] + spec.value
+        return clamp_offsets(requested, start_offsets, ends)
+    if spec.scenario == "file":
+        return clamp_offsets({tp: spec.plan[tp] for tp in wanted}, start_offsets, ends)
+    raise InvalidResetError(f"unknown reset scenario {spec.scenario!r}")
+
+
+def parse_reset_csv(text: str, group_id: str | None = None) -> dict[TopicPartition, int]:
+    """Kafka's reset plan CSV: ``topic,partition,offset`` lines, or ``group,topic,partition,offset`` (the
+    lines of ``group_id`` are kept). Blank lines are skipped; anything else malformed is an error."""
+    plan: dict[TopicPartition, int] = {}
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line:
+            continue
+        fields = [part.strip() for part in line.split(",")]
+        if len(fields) == 4:
+            group, *fields = fields
+            if group_id is not None and group != group_id:
+                continue
+        if len(fields) != 3 or not fields[0]:
+            raise InvalidResetError(f"line {number} of the reset plan is not topic,partition,offset: {line!r}")
+        topic, partition, offset = fields
+        try:
+            plan[TopicPartition(topic, int(partition))] = int(offset)
+        except ValueError:
+            raise InvalidResetError(f"line {number} of the reset plan has a non-integer partition or offset") from None
+    return plan
+
+
+def format_reset_csv(offsets: Mapping[TopicPartition, int]) -> str:
+    """``--export``'s single-group form: ``topic,partition,offset`` lines."""
+    return "".join(f"{tp.topic},{tp.partition},{offset}\n" for tp, offset in sorted(offsets.items()))
