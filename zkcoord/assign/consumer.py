@@ -29,12 +29,17 @@ import logging
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-import msgpack
-
 from zkcoord.assign.java import java_string_key
 from zkcoord.errors import ConfigError
 from zkcoord.model import TopicPartition
-from zkcoord.wire.consumer_protocol import Assignment, ConsumerProtocolError, Subscription
+from zkcoord.wire.consumer_protocol import (
+    Assignment,
+    ConsumerProtocolError,
+    Subscription,
+    is_int32,
+    pack_map,
+    unpack_map,
+)
 
 log = logging.getLogger(__name__)
 
@@ -49,9 +54,6 @@ COOPERATIVE_STICKY = "cooperative-sticky"
 # Kafka's AbstractStickyAssignor.DEFAULT_GENERATION: a claim that carries no generation ranks below any that does.
 DEFAULT_GENERATION = -1
 STICKY_USER_DATA_VERSION = 0
-
-_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
-_UNPACK_ERRORS = (msgpack.UnpackException, ValueError, TypeError, OverflowError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,33 +76,9 @@ class StickyUserData:
 # ---- sticky user data codecs ----------------------------------------------------------------------------
 
 
-def _is_int32(value: object) -> bool:
-    return type(value) is int and _INT32_MIN <= value <= _INT32_MAX
-
-
-def _pack(message: dict, what: str) -> bytes:
-    try:
-        return msgpack.packb(message, use_bin_type=True)
-    except (ValueError, TypeError, OverflowError) as error:
-        raise ConsumerProtocolError(f"cannot encode {what}: {error}") from error
-
-
-def _unpack_map(data: bytes, what: str) -> dict:
-    try:
-        message = msgpack.unpackb(data, raw=False, strict_map_key=True, use_list=False)
-    except _UNPACK_ERRORS as error:
-        raise ConsumerProtocolError(f"{what} is not valid msgpack ({type(error).__name__}: {error})") from error
-    if type(message) is not dict:
-        raise ConsumerProtocolError(f"{what} must be a map")
-    version = message.get("version")
-    if type(version) is not int or version < STICKY_USER_DATA_VERSION:
-        raise ConsumerProtocolError(f"{what}: version must be an int >= 0")
-    return message
-
-
 def _decoded_generation(message: dict, what: str) -> int | None:
     generation = message.get("generation")
-    if generation is not None and not _is_int32(generation):
+    if generation is not None and not is_int32(generation):
         raise ConsumerProtocolError(f"{what}: generation must be an int32 or nil")
     return generation
 
@@ -110,23 +88,23 @@ def encode_sticky_user_data(user_data: StickyUserData) -> bytes:
     what = "sticky user data"
     by_topic: dict[str, list[int]] = {}
     for topic, partition in user_data.partitions:
-        if type(topic) is not str or not _is_int32(partition):
+        if type(topic) is not str or not is_int32(partition):
             raise ConsumerProtocolError(f"{what}: partitions must be (str, int32) pairs")
         by_topic.setdefault(topic, []).append(partition)
-    if user_data.generation is not None and not _is_int32(user_data.generation):
+    if user_data.generation is not None and not is_int32(user_data.generation):
         raise ConsumerProtocolError(f"{what}: generation must be an int32 or None")
     message = {
         "version": STICKY_USER_DATA_VERSION,
         "partitions": [{"topic": topic, "partitions": numbers} for topic, numbers in by_topic.items()],
         "generation": user_data.generation,
     }
-    return _pack(message, what)
+    return pack_map(message, what)
 
 
 def decode_sticky_user_data(data: bytes) -> StickyUserData:
     """Read sticky user data; raises :class:`ConsumerProtocolError` for anything else."""
     what = "sticky user data"
-    message = _unpack_map(data, what)
+    message = unpack_map(data, what)
     entries = message.get("partitions")
     if type(entries) is not tuple:
         raise ConsumerProtocolError(f"{what}: partitions must be an array")
@@ -135,7 +113,7 @@ def decode_sticky_user_data(data: bytes) -> StickyUserData:
         if type(entry) is not dict:
             raise ConsumerProtocolError(f"{what}: partitions entries must be maps")
         topic, numbers = entry.get("topic"), entry.get("partitions")
-        if type(topic) is not str or type(numbers) is not tuple or not all(_is_int32(n) for n in numbers):
+        if type(topic) is not str or type(numbers) is not tuple or not all(is_int32(n) for n in numbers):
             raise ConsumerProtocolError(f"{what}: each entry needs a str topic and an array of int32 partitions")
         partitions.extend(TopicPartition(topic, number) for number in numbers)
     return StickyUserData(tuple(partitions), _decoded_generation(message, what))
@@ -143,15 +121,15 @@ def decode_sticky_user_data(data: bytes) -> StickyUserData:
 
 def encode_cooperative_user_data(generation: int) -> bytes:
     """``{version: 0, generation}`` (Kafka CooperativeStickyAssignor's COOPERATIVE_STICKY_ASSIGNOR_USER_DATA_V0)."""
-    if not _is_int32(generation):
+    if not is_int32(generation):
         raise ConsumerProtocolError("cooperative-sticky user data: generation must be an int32")
-    return _pack({"version": STICKY_USER_DATA_VERSION, "generation": generation}, "cooperative-sticky user data")
+    return pack_map({"version": STICKY_USER_DATA_VERSION, "generation": generation}, "cooperative-sticky user data")
 
 
 def decode_cooperative_user_data(data: bytes) -> int:
     """The generation in cooperative-sticky user data; raises :class:`ConsumerProtocolError` if it has none."""
     what = "cooperative-sticky user data"
-    generation = _decoded_generation(_unpack_map(data, what), what)
+    generation = _decoded_generation(unpack_map(data, what), what)
     if generation is None:
         raise ConsumerProtocolError(f"{what}: generation is missing")
     return generation

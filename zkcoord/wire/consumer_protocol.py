@@ -53,7 +53,7 @@ def _describe(value: object) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _is_int32(value: object) -> bool:
+def is_int32(value: object) -> bool:
     return type(value) is int and _INT32_MIN <= value <= _INT32_MAX
 
 
@@ -73,7 +73,7 @@ def _partitions_by_topic(partitions: object, field: str, what: str) -> list[dict
             isinstance(partition, tuple)
             and len(partition) == 2
             and type(partition[0]) is str
-            and _is_int32(partition[1])
+            and is_int32(partition[1])
         ):
             raise ConsumerProtocolError(
                 f"{what}: {field} must hold (topic, int32 partition) pairs, got {_describe(partition)}"
@@ -82,7 +82,8 @@ def _partitions_by_topic(partitions: object, field: str, what: str) -> list[dict
     return [{"topic": topic, "partitions": numbers} for topic, numbers in by_topic.items()]
 
 
-def _pack(message: dict, what: str) -> bytes:
+def pack_map(message: dict, what: str) -> bytes:
+    """msgpack bytes of ``message``; ConsumerProtocolError (naming ``what``) if it cannot be encoded."""
     try:
         return msgpack.packb(message, use_bin_type=True)
     except _PACK_ERRORS as error:
@@ -103,7 +104,7 @@ def encode_subscription(subscription: Subscription) -> bytes:
         "user_data": _checked_user_data(subscription.user_data, what),
         "owned_partitions": _partitions_by_topic(subscription.owned_partitions, "owned_partitions", what),
     }
-    return _pack(message, what)
+    return pack_map(message, what)
 
 
 def encode_assignment(assignment: Assignment) -> bytes:
@@ -116,14 +117,15 @@ def encode_assignment(assignment: Assignment) -> bytes:
         "assigned_partitions": _partitions_by_topic(assignment.assigned_partitions, "assigned_partitions", what),
         "user_data": _checked_user_data(assignment.user_data, what),
     }
-    return _pack(message, what)
+    return pack_map(message, what)
 
 
 # ---- decoding ------------------------------------------------------------------------------------------
 # An absent optional field reads as nil, as in request bodies (wire-protocol.md §2).
 
 
-def _unpack_map(data: bytes, what: str) -> dict:
+def unpack_map(data: bytes, what: str) -> dict:
+    """The versioned msgpack map in ``data`` (version >= 0); ConsumerProtocolError naming ``what`` otherwise."""
     try:
         message = msgpack.unpackb(data, raw=False, strict_map_key=True, use_list=False)
     except _UNPACK_ERRORS as error:
@@ -155,7 +157,7 @@ def _decoded_partitions(entries: object, field: str, what: str) -> tuple[TopicPa
         numbers = entry.get("partitions")
         if type(topic) is not str:
             raise ConsumerProtocolError(f"{what}: {field} topic must be a str, got {_describe(topic)}")
-        if type(numbers) is not tuple or not all(_is_int32(number) for number in numbers):
+        if type(numbers) is not tuple or not all(is_int32(number) for number in numbers):
             raise ConsumerProtocolError(
                 f"{what}: partitions of {field} topic {topic!r} must be an array of int32, got {_describe(numbers)}"
             )
@@ -166,7 +168,7 @@ def _decoded_partitions(entries: object, field: str, what: str) -> tuple[TopicPa
 def decode_subscription(data: bytes) -> Subscription:
     """Read subscription bytes; ``owned_partitions`` come back grouped as they were sent."""
     what = "subscription"
-    message = _unpack_map(data, what)
+    message = unpack_map(data, what)
     topics = message.get("topics")
     if type(topics) is not tuple or not all(type(topic) is str for topic in topics):
         raise ConsumerProtocolError(f"{what}: topics must be an array of str, got {_describe(topics)}")
@@ -181,7 +183,7 @@ def decode_subscription(data: bytes) -> Subscription:
 def decode_assignment(data: bytes) -> Assignment:
     """Read assignment bytes."""
     what = "assignment"
-    message = _unpack_map(data, what)
+    message = unpack_map(data, what)
     return Assignment(
         assigned_partitions=_decoded_partitions(message.get("assigned_partitions"), "assigned_partitions", what),
         user_data=_decoded_user_data(message, what),
