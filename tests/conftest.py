@@ -2,12 +2,16 @@ import logging
 import os
 
 import pytest
+from hypothesis import settings
 from kazoo.client import KazooClient
 
 from zkcoord.testing.zookeeper import fresh_chroot, zookeeper_for_tests
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 logging.getLogger("kazoo").setLevel(logging.WARNING)
+# Two shared cores: a per-example time limit fails tests for the machine's load, not for the code.
+settings.register_profile("zkcoord", deadline=None)
+settings.load_profile("zkcoord")
 
 
 @pytest.fixture(scope="session")
