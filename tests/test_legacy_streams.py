@@ -20,11 +20,13 @@ from zkcoord.testing.zookeeper import wait_until
 from zkcoord.zk import layout
 
 QUIET_MS = 150  # consumer.timeout.ms: how long a stream waits before the test takes it as drained
+# Nothing here tests session expiry: a longer session than FAST's keeps a loaded machine from dropping it.
+SESSION = {"zookeeper.session.timeout.ms": 6000, "rebalance.max.retries": 10}
 
 
 def member(connect, name, *, source, subscription=None, listener=None, **props) -> LegacyConsumer:
     """A fast-timing member ``g_<name>`` of group ``g`` reading ``source``; ``topics={"t": 1}`` by default."""
-    config = {**FAST, "group.id": "g", "zookeeper.connect": connect, "consumer.id": name, **props}
+    config = {**FAST, **SESSION, "group.id": "g", "zookeeper.connect": connect, "consumer.id": name, **props}
     return LegacyConsumer(config, source=source, listener=listener, **(subscription or {"topics": {"t": 1}}))
 
 

@@ -327,7 +327,8 @@ def test_a_legacy_stream_reads_a_kafka_topic_from_the_zookeeper_offsets(kafka_bo
     prepare_cluster(zk, {"legacy": 2})
     zk.create(layout.offset_path("g", "legacy", 0), b"2", makepath=True)
     source = KafkaSource(kafka_bootstrap)
-    config = {**FAST, "group.id": "g", "zookeeper.connect": zk_connect, "consumer.id": "k"}
+    config = {**FAST, "zookeeper.session.timeout.ms": 6000, "group.id": "g", "zookeeper.connect": zk_connect}
+    config.update({"consumer.id": "k", "rebalance.max.retries": 10})
     seen = []
     try:
         with LegacyConsumer(
