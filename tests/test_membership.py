@@ -154,3 +154,12 @@ def test_ownership_is_exclusive_and_complete_under_random_churn(strategy, steps,
 def test_partitions_are_topic_partitions():
     sim, members = group_of(1)
     assert all(isinstance(tp, TopicPartition) for tp in members[0].owned)
+
+
+def test_a_member_waiting_for_its_coordinator_does_not_ask_to_be_woken_at_once():
+    """Past deadlines that wait for an input (here: a heartbeat due, no coordinator) must not make the worker spin."""
+    sim, (member,) = group_of(1)
+    now = sim.harness.now + 5000
+    member.core.coordinator_lost(now, "test")
+    member.core.tick(now)
+    assert member.core.next_wakeup_ms(now) > now

@@ -223,18 +223,19 @@ class GroupMember:
         return bool(self.topics) or self.pattern is not None
 
     def next_wakeup_ms(self, now_ms: int) -> int:
-        """When :meth:`tick` must run next at the latest (it is also fine to run it earlier)."""
-        deadlines = [now_ms + 1000, self._last_poll_ms + self.config.max_poll_interval_ms + 1]
+        """When :meth:`tick` must run next, at the latest, if no input arrives meanwhile.
+
+        Call it right after :meth:`tick`: whatever was due and possible is done, so a deadline already passed is
+        waiting for an input (a coordinator, an answer) and must not make the caller spin.
+        """
+        deadlines = [now_ms + 1000, self._last_poll_ms + self.config.max_poll_interval_ms + 1, self._not_before_ms]
         if self._next_heartbeat_ms is not None:
             deadlines.append(self._next_heartbeat_ms)
-        if self._not_before_ms > now_ms:
-            deadlines.append(self._not_before_ms)
-        deadlines += [r.deadline_ms for r in self._app.values()] + [
-            r.not_before_ms for r in self._app.values() if not r.sent
-        ]
         if self._pattern_refresh_ms is not None:
             deadlines.append(self._pattern_refresh_ms)
-        return max(now_ms, min(deadlines))
+        for request in self._app.values():
+            deadlines += [request.deadline_ms, request.not_before_ms]
+        return min(d for d in deadlines if d > now_ms)
 
     # ---- inputs from the poll side ---------------------------------------------------------------------------
 
