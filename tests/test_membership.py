@@ -4,11 +4,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from zkcoord.assign.consumer import assignor_for
 from zkcoord.errors import FencedInstanceIdError
-from zkcoord.membership import MemberState
+from zkcoord.membership import GroupMember, MembershipConfig, MemberState, Reconcile
 from zkcoord.membership.states import MEMBER_TRANSITIONS, IllegalMemberTransition, check_member_transition
 from zkcoord.model import TopicPartition
 from zkcoord.testing.membership import MembershipSimulation
+from zkcoord.wire.consumer_protocol import Assignment, encode_assignment
 
 TOPICS = {"t": 12}
 STRATEGIES = ["range", "roundrobin", "sticky", "cooperative-sticky"]
@@ -163,3 +165,52 @@ def test_a_member_waiting_for_its_coordinator_does_not_ask_to_be_woken_at_once()
     member.core.coordinator_lost(now, "test")
     member.core.tick(now)
     assert member.core.next_wakeup_ms(now) > now
+
+
+def _answer(member, now, api, response):
+    (send,) = [s for s in member.take_sends() if s.api == api]
+    member.on_response(send.tag, response, now)
+
+
+def _stable_member():
+    """A member STABLE in generation 1 that sent a heartbeat at 400 ms, not yet answered (driven by hand)."""
+    config = MembershipConfig("g", None, 3000, 300, 60000, 100, 30000, 300000)
+    member = GroupMember(config, [assignor_for("range")], 0)
+    member.subscribe(["t"], now_ms=0)
+    member.tick(0)
+    _answer(member, 0, "FindCoordinator", {"error_code": 0, "node_id": 1, "host": "h1", "port": 1})
+    joined = {"error_code": 0, "member_id": "m", "generation_id": 1, "protocol_name": "range", "leader": "x"}
+    _answer(member, 1, "JoinGroup", {**joined, "members": []})
+    _answer(member, 2, "SyncGroup", {"error_code": 0, "assignment": encode_assignment(Assignment((("t", 0),)))})
+    (event,) = [e for e in member.take_events() if isinstance(e, Reconcile)]
+    member.ack(event.event_id, 3)
+    member.tick(400)
+    return member
+
+
+def test_a_hung_coordinator_is_given_up_after_a_session_even_with_a_heartbeat_in_flight():
+    member = _stable_member()
+    member.take_sends()
+    for now in range(500, 4000, 100):
+        member.polled(now)
+        member.tick(now)
+    assert member.coordinator is None
+
+
+def test_a_coordinator_found_after_a_long_failover_gets_a_whole_session():
+    member = _stable_member()
+    _answer(member, 400, "Heartbeat", {"error_code": 0})
+    member.coordinator_lost(500, "closed by the node")
+    for now in range(500, 4500, 100):
+        member.tick(now)
+        for send in member.take_sends():
+            member.on_response(send.tag, {"error_code": 15}, now)
+    member.tick(4500)
+    _answer(member, 4500, "FindCoordinator", {"error_code": 0, "node_id": 2, "host": "h2", "port": 2})
+    assert member.coordinator is not None
+    assert "Heartbeat" in [s.api for s in member.take_sends()]
+
+
+def test_a_heartbeat_in_flight_does_not_make_the_worker_spin():
+    member = _stable_member()
+    assert member.next_wakeup_ms(450) > 450

@@ -198,6 +198,7 @@ class GroupMember:
         self._not_before_ms = now_ms  # backoff for discovery and joins
         self._next_heartbeat_ms: int | None = None
         self._last_heartbeat_ok_ms = now_ms
+        self._session_timer_ms = now_ms  # Kafka's Heartbeat.sessionTimer: restarted by an answer or a new coordinator
         self._last_poll_ms = now_ms
         self._poll_timed_out = False
         self._pattern_refresh_ms: int | None = None
@@ -229,8 +230,10 @@ class GroupMember:
         waiting for an input (a coordinator, an answer) and must not make the caller spin.
         """
         deadlines = [now_ms + 1000, self._last_poll_ms + self.config.max_poll_interval_ms + 1, self._not_before_ms]
-        if self._next_heartbeat_ms is not None:
-            deadlines.append(self._next_heartbeat_ms)
+        if self._next_heartbeat_ms is not None and self.coordinator is not None:
+            deadlines.append(self._session_started_ms() + self.config.session_timeout_ms + 1)
+            if self._heartbeat_tag is None:
+                deadlines.append(self._next_heartbeat_ms)
         if self._pattern_refresh_ms is not None:
             deadlines.append(self._pattern_refresh_ms)
         for request in self._app.values():
@@ -363,6 +366,9 @@ class GroupMember:
         if code == E.NONE:
             self.coordinator = (response["node_id"], response["host"], response["port"])
             self.coordinator_state = CoordinatorState.STABLE
+            # Kafka's heartbeat.resetSessionTimeout(): a coordinator found after a long failover gets a whole
+            # session to answer a heartbeat before it is given up as unreachable.
+            self._session_timer_ms = now_ms
             return
         self._backoff(now_ms)
 
@@ -539,15 +545,22 @@ class GroupMember:
 
     # ---- heartbeats ------------------------------------------------------------------------------------------
 
+    def _session_started_ms(self) -> int:
+        """Kafka's session timer: restarted by a heartbeat answer, the sync starting heartbeats, a new coordinator."""
+        return max(self._last_heartbeat_ok_ms, self._session_timer_ms)
+
     def _maybe_heartbeat(self, now_ms: int) -> None:
-        if self.state not in HEARTBEAT_STATES or self._heartbeat_tag is not None or self._next_heartbeat_ms is None:
+        if self.state not in HEARTBEAT_STATES or self._next_heartbeat_ms is None:
             return
-        if now_ms - self._last_heartbeat_ok_ms > self.config.session_timeout_ms:
-            # Kafka's heartbeat thread: no answer for a whole session means the coordinator is unreachable.
-            self._last_heartbeat_ok_ms = now_ms
+        if now_ms - self._session_started_ms() > self.config.session_timeout_ms:
+            # Kafka's heartbeat thread: no answer for a whole session means the coordinator is unreachable, also
+            # with a heartbeat in flight (a paused or partitioned coordinator never answers it; a late answer is
+            # stale).
+            self._session_timer_ms = now_ms
+            self._heartbeat_tag = None
             self.coordinator_lost(now_ms, "no heartbeat answer within session.timeout.ms")
             return
-        if now_ms < self._next_heartbeat_ms:
+        if self._heartbeat_tag is not None or now_ms < self._next_heartbeat_ms:
             return
         fields = {
             "group_id": self.config.group_id,
