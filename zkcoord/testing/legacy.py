@@ -1,6 +1,6 @@
 """Harness for legacy groups on a real ZooKeeper: expected ownership and convergence checks."""
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 
 from kazoo.client import KazooClient
 
@@ -27,27 +27,37 @@ def converged(
     return snapshot
 
 
-def ownership_overlaps(events: list[dict]) -> list[tuple[TopicPartition, str, str]]:
-    """Partitions two members believed they owned at the same instant, from ``legacy.assignment`` events.
+ASSIGNMENT_EVENTS = frozenset({"legacy.assignment", "client.assignment"})
+
+
+def ownership_overlaps(
+    events: list[dict], killed: Mapping[str, float] | None = None
+) -> list[tuple[TopicPartition, str, str]]:
+    """Partitions two members believed they owned at the same instant, from ``legacy.assignment`` or
+    ``client.assignment`` events (``assignment`` maps a thread id or a member name to ``[[topic, partition], ...]``).
 
     Each member's belief is over-approximated: an assignment counts from just before it was switched
     in (``monotonic_before``) until just after the next switch (``monotonic_after``). No overlap among
-    these widened intervals proves no overlap of the real ones.
+    these widened intervals proves no overlap of the real ones. ``killed`` maps a member to the
+    ``time.monotonic()`` moment it was killed: a belief held then ends there, as the process did.
     """
+    killed = killed or {}
     intervals: dict[TopicPartition, list[tuple[float, float, str]]] = {}
     by_member: dict[str, list[dict]] = {}
     for event in events:
-        if event["type"] == "legacy.assignment":
+        if event["type"] in ASSIGNMENT_EVENTS:
             by_member.setdefault(event["member"], []).append(event)
     for member, changes in by_member.items():
         changes.sort(key=lambda e: e["monotonic_before"])
+        kill = killed.get(member)
         for current, following in zip(changes, [*changes[1:], None], strict=True):
+            start = current["monotonic_before"]
             end = following["monotonic_after"] if following else float("inf")
+            if kill is not None and start <= kill < end:
+                end = kill
             for claims in current["assignment"].values():
                 for topic, partition in claims:
-                    intervals.setdefault(TopicPartition(topic, partition), []).append(
-                        (current["monotonic_before"], end, member)
-                    )
+                    intervals.setdefault(TopicPartition(topic, partition), []).append((start, end, member))
     overlaps = []
     for tp, spans in intervals.items():
         for i, (start, end, holder) in enumerate(spans):
