@@ -5,7 +5,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from zkcoord.assign.consumer import assignor_for
-from zkcoord.errors import FencedInstanceIdError
+from zkcoord.errors import FencedInstanceIdError, RebalanceInProgressError
 from zkcoord.membership import GroupMember, MembershipConfig, MemberState, Reconcile
 from zkcoord.membership.states import MEMBER_TRANSITIONS, IllegalMemberTransition, check_member_transition
 from zkcoord.model import TopicPartition
@@ -214,3 +214,17 @@ def test_a_coordinator_found_after_a_long_failover_gets_a_whole_session():
 def test_a_heartbeat_in_flight_does_not_make_the_worker_spin():
     member = _stable_member()
     assert member.next_wakeup_ms(450) > 450
+
+
+def test_a_commit_during_a_rebalance_fails_fast_instead_of_queueing_behind_the_join():
+    """Kafka's generationIfStable(): RebalanceInProgressError, not a commit parked behind JoinGroup."""
+    member = _stable_member()
+    _answer(member, 400, "Heartbeat", {"error_code": 27})
+    (event,) = [e for e in member.take_events() if isinstance(e, Reconcile)]
+    member.ack(event.event_id, 401)
+    assert member.state == MemberState.PREPARING_REBALANCE
+    member.take_events()
+    member.request(7, "OffsetCommit", {"topics": []}, 402, 60000)
+    assert not [s for s in member.take_sends() if s.api == "OffsetCommit"]
+    (completed,) = member.take_events()
+    assert isinstance(completed.error, RebalanceInProgressError)

@@ -48,6 +48,14 @@ class CommitFailedError(ZkcoordError):
     """An offset commit named a partition this member does not own, or ZooKeeper refused it."""
 
 
+class RebalanceInProgressError(CommitFailedError):
+    """A commit asked for while the member rejoins its group, so not sent (Kafka's RebalanceInProgressException).
+
+    Retriable: the member may still own the partitions (cooperative); commit again once poll() completed the
+    rebalance.
+    """
+
+
 class ConsumerTimeoutError(ZkcoordError):
     """No message arrived within ``consumer.timeout.ms`` (0.8.2's ConsumerTimeoutException)."""
 

@@ -26,6 +26,7 @@ from zkcoord.errors import (
     CoordinatorResponseError,
     ErrorCode,
     FencedInstanceIdError,
+    RebalanceInProgressError,
     ZkcoordError,
 )
 from zkcoord.membership.states import HEARTBEAT_STATES, CoordinatorState, MemberState, check_member_transition
@@ -712,6 +713,17 @@ class GroupMember:
             if target == COORDINATOR and self.coordinator is None:
                 if self.coordinator_state == CoordinatorState.DOWN:
                     self._complete(request.request_id, error=ZkcoordError(f"{request.api} needs a group.id"))
+                continue
+            if request.api == "OffsetCommit" and self.state in (S.PREPARING_REBALANCE, S.COMPLETING_REBALANCE):
+                # Kafka's generationIfStable(): sent now, the commit would queue behind the parked JoinGroup (or the
+                # SyncGroup) on the coordinator connection for the whole rebalance, then fail with the generation it
+                # carried although a cooperative member still owns its partitions.
+                self._complete(
+                    request.request_id,
+                    error=RebalanceInProgressError(
+                        "commit not sent: the group is being rebalanced; commit again once poll() completed it"
+                    ),
+                )
                 continue
             fields = dict(request.fields)
             if request.api == "OffsetCommit":
