@@ -39,6 +39,7 @@ bench: setup
 	$(BIN)/python benchmarks/legacy_rebalance.py
 	$(BIN)/python benchmarks/offsets_log.py
 	$(BIN)/python benchmarks/coordinator.py
+	$(BIN)/python benchmarks/client_rebalance.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
