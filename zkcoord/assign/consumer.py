@@ -36,8 +36,10 @@ from zkcoord.wire.consumer_protocol import (
     Assignment,
     ConsumerProtocolError,
     Subscription,
+    decoded_partitions,
     is_int32,
     pack_map,
+    partitions_by_topic,
     unpack_map,
 )
 
@@ -86,16 +88,12 @@ def _decoded_generation(message: dict, what: str) -> int | None:
 def encode_sticky_user_data(user_data: StickyUserData) -> bytes:
     """``{version: 0, partitions: [{topic, partitions}], generation}``, topics in first-seen order."""
     what = "sticky user data"
-    by_topic: dict[str, list[int]] = {}
-    for topic, partition in user_data.partitions:
-        if type(topic) is not str or not is_int32(partition):
-            raise ConsumerProtocolError(f"{what}: partitions must be (str, int32) pairs")
-        by_topic.setdefault(topic, []).append(partition)
+    partitions = partitions_by_topic(user_data.partitions, "partitions", what)
     if user_data.generation is not None and not is_int32(user_data.generation):
         raise ConsumerProtocolError(f"{what}: generation must be an int32 or None")
     message = {
         "version": STICKY_USER_DATA_VERSION,
-        "partitions": [{"topic": topic, "partitions": numbers} for topic, numbers in by_topic.items()],
+        "partitions": partitions,
         "generation": user_data.generation,
     }
     return pack_map(message, what)
@@ -105,18 +103,8 @@ def decode_sticky_user_data(data: bytes) -> StickyUserData:
     """Read sticky user data; raises :class:`ConsumerProtocolError` for anything else."""
     what = "sticky user data"
     message = unpack_map(data, what)
-    entries = message.get("partitions")
-    if type(entries) is not tuple:
-        raise ConsumerProtocolError(f"{what}: partitions must be an array")
-    partitions: list[TopicPartition] = []
-    for entry in entries:
-        if type(entry) is not dict:
-            raise ConsumerProtocolError(f"{what}: partitions entries must be maps")
-        topic, numbers = entry.get("topic"), entry.get("partitions")
-        if type(topic) is not str or type(numbers) is not tuple or not all(is_int32(n) for n in numbers):
-            raise ConsumerProtocolError(f"{what}: each entry needs a str topic and an array of int32 partitions")
-        partitions.extend(TopicPartition(topic, number) for number in numbers)
-    return StickyUserData(tuple(partitions), _decoded_generation(message, what))
+    partitions = decoded_partitions(message.get("partitions"), "partitions", what)
+    return StickyUserData(partitions, _decoded_generation(message, what))
 
 
 def encode_cooperative_user_data(generation: int) -> bytes:

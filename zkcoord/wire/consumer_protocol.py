@@ -63,7 +63,7 @@ def _checked_user_data(user_data: object, what: str) -> bytes | None:
     return user_data
 
 
-def _partitions_by_topic(partitions: object, field: str, what: str) -> list[dict]:
+def partitions_by_topic(partitions: object, field: str, what: str) -> list[dict]:
     """``[{topic, partitions}]`` with each topic once, topics and partitions in first-seen order."""
     if type(partitions) is not tuple:
         raise ConsumerProtocolError(f"{what}: {field} must be a tuple, got {_describe(partitions)}")
@@ -102,7 +102,7 @@ def encode_subscription(subscription: Subscription) -> bytes:
         "version": CONSUMER_PROTOCOL_VERSION,
         "topics": topics,
         "user_data": _checked_user_data(subscription.user_data, what),
-        "owned_partitions": _partitions_by_topic(subscription.owned_partitions, "owned_partitions", what),
+        "owned_partitions": partitions_by_topic(subscription.owned_partitions, "owned_partitions", what),
     }
     return pack_map(message, what)
 
@@ -114,7 +114,7 @@ def encode_assignment(assignment: Assignment) -> bytes:
         raise ConsumerProtocolError(f"not an Assignment: {_describe(assignment)}")
     message = {
         "version": CONSUMER_PROTOCOL_VERSION,
-        "assigned_partitions": _partitions_by_topic(assignment.assigned_partitions, "assigned_partitions", what),
+        "assigned_partitions": partitions_by_topic(assignment.assigned_partitions, "assigned_partitions", what),
         "user_data": _checked_user_data(assignment.user_data, what),
     }
     return pack_map(message, what)
@@ -146,7 +146,8 @@ def _decoded_user_data(message: dict, what: str) -> bytes | None:
     return user_data
 
 
-def _decoded_partitions(entries: object, field: str, what: str) -> tuple[TopicPartition, ...]:
+def decoded_partitions(entries: object, field: str, what: str) -> tuple[TopicPartition, ...]:
+    """The ``[{topic, partitions}]`` array ``entries`` as topic-partitions; ConsumerProtocolError otherwise."""
     if type(entries) is not tuple:
         raise ConsumerProtocolError(f"{what}: {field} must be an array, got {_describe(entries)}")
     partitions: list[TopicPartition] = []
@@ -176,7 +177,7 @@ def decode_subscription(data: bytes) -> Subscription:
     return Subscription(
         topics=topics,
         user_data=_decoded_user_data(message, what),
-        owned_partitions=() if owned is None else _decoded_partitions(owned, "owned_partitions", what),
+        owned_partitions=() if owned is None else decoded_partitions(owned, "owned_partitions", what),
     )
 
 
@@ -185,6 +186,6 @@ def decode_assignment(data: bytes) -> Assignment:
     what = "assignment"
     message = unpack_map(data, what)
     return Assignment(
-        assigned_partitions=_decoded_partitions(message.get("assigned_partitions"), "assigned_partitions", what),
+        assigned_partitions=decoded_partitions(message.get("assigned_partitions"), "assigned_partitions", what),
         user_data=_decoded_user_data(message, what),
     )
