@@ -190,7 +190,9 @@ class Consumer:
             raise IllegalStateError("poll() needs subscribe() or assign() first")
         limit = max_records or self.config.max_poll_records
         deadline = time.monotonic() + timeout_ms / 1000
-        self._worker.submit(lambda member, now: member.polled(now))
+        self._worker.last_poll_ms = self._clock.now_ms()
+        if self._member.poll_timed_out:
+            self._worker.wake()  # evicted for not polling: rejoin now rather than at the worker's next deadline
         while True:
             self._handle_events(block_s=0)
             self._maybe_auto_commit()

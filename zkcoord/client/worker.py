@@ -155,6 +155,10 @@ class Worker:
         self._node_index = 0
         self._zk = None
         self._stopped = False
+        # The poll side writes the time of every poll() here; the loop hands it to the member when it runs, so a
+        # poll costs no cross-thread wake-up (the member's max.poll.interval.ms deadline wakes the loop anyway).
+        self.last_poll_ms: int | None = None
+        self._applied_poll_ms: int | None = None
         self.completions: dict[int, Callable[[Completed], None]] = {}
         self.observers: list[Callable[[Any], None]] = []  # see every event in the worker thread (metrics, traces)
 
@@ -167,6 +171,10 @@ class Worker:
     def submit(self, command: Callable[[GroupMember, int], None]) -> None:
         """Run ``command(member, now_ms)`` in the worker, after every command submitted before it."""
         self._hub.hub.loop.run_callback_threadsafe(self._enqueue, command)
+
+    def wake(self) -> None:
+        """Make the loop run now (e.g. to act on a new :attr:`last_poll_ms`); safe from any thread."""
+        self._hub.hub.loop.run_callback_threadsafe(self._wake.set)
 
     def call(self, fn: Callable[[], Any], timeout: float = 30.0) -> Any:
         """Run ``fn()`` in the worker and return its result (for snapshots; never for network waits)."""
@@ -194,6 +202,10 @@ class Worker:
     def _run(self) -> None:
         while not self._stopped:
             now = self._clock.now_ms()
+            polled = self.last_poll_ms
+            if polled is not None and polled != self._applied_poll_ms:
+                self._applied_poll_ms = polled
+                self.member.polled(polled)
             while self._commands:
                 self._commands.popleft()(self.member, now)
             for connection in list(self._connections.values()):

@@ -221,6 +221,11 @@ class GroupMember:
         return self._last_heartbeat_ok_ms
 
     @property
+    def poll_timed_out(self) -> bool:
+        """The member left for max.poll.interval.ms and waits for the next poll to join again."""
+        return self._poll_timed_out
+
+    @property
     def subscribed(self) -> bool:
         return bool(self.topics) or self.pattern is not None
 
