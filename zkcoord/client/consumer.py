@@ -412,21 +412,19 @@ class Consumer:
 
     # ---- requests to the worker ------------------------------------------------------------------------------
 
-    def _request(self, api: str, fields: dict, on_done: Callable[[Completed], None], timeout_ms: int | None = None):
+    def _request(self, api: str, fields: dict, on_done: Callable[[Completed], None]) -> None:
+        """Queue ``api`` in the worker; ``on_done`` runs in the worker thread with the answer (commits are timed)."""
         request_id = next(self._request_ids)
-        timeout = timeout_ms or self.config.default_api_timeout_ms
 
         def command(member: GroupMember, now: int) -> None:
-            self._worker.completions[request_id] = on_done
-            if api == "OffsetCommit":
-                started = now
+            def done(event: Completed) -> None:
+                if api == "OffsetCommit":
+                    finished = self._clock.now_ms()
+                    self._metrics.on_commit(finished, finished - now)
+                on_done(event)
 
-                def measured(event: Completed, on_done=on_done) -> None:
-                    self._metrics.on_commit(self._clock.now_ms(), self._clock.now_ms() - started)
-                    on_done(event)
-
-                self._worker.completions[request_id] = measured
-            member.request(request_id, api, fields, now, timeout)
+            self._worker.completions[request_id] = done
+            member.request(request_id, api, fields, now, self.config.default_api_timeout_ms)
 
         self._worker.submit(command)
 
