@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError, NotEmptyError
@@ -52,7 +52,8 @@ from zkcoord.admin.model import (
 from zkcoord.client.bootstrap import Address, discover_nodes, parse_bootstrap_servers
 from zkcoord.errors import ConfigError, ErrorCode
 from zkcoord.model import TopicPartition
-from zkcoord.wire.client import WireClientError, WireConnection
+from zkcoord.wire.channel import RETRIABLE, CoordinatorChannel, Unreachable
+from zkcoord.wire.channel import top_level_error as _top_level
 from zkcoord.wire.consumer_protocol import ConsumerProtocolError, decode_assignment
 from zkcoord.zk import admin as zk_admin
 from zkcoord.zk import layout
@@ -60,22 +61,9 @@ from zkcoord.zk.coordination import read_nodes
 
 log = logging.getLogger(__name__)
 
-RETRIABLE = frozenset(
-    {ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR}
-)
-INITIAL_BACKOFF_S = 0.05
-MAX_BACKOFF_S = 1.0
 ZOOKEEPER_CONNECT_TIMEOUT_S = 10.0
 
 PartitionsArg = Iterable[TopicPartition | tuple[str, int] | str]
-
-
-class _Unreachable(Exception):
-    """A node did not answer (refused, reset, timed out): try another or again later."""
-
-
-def _top_level(response: dict) -> int:
-    return response.get("error_code", 0)
 
 
 class AdminClient:
@@ -110,14 +98,18 @@ class AdminClient:
             source = open_source(source)
         self.source = source
         self._zk: KazooClient | None = None
-        self._connections: dict[Address, WireConnection] = {}
+        self._channel = CoordinatorChannel(
+            self._bootstrap_addresses,
+            client_id,
+            request_timeout_ms,
+            unavailable=CoordinatorNotAvailableError,
+            error_for=error_for,
+        )
 
     # -- lifecycle -------------------------------------------------------------------------------------------
 
     def close(self) -> None:
-        for connection in self._connections.values():
-            connection.close()
-        self._connections.clear()
+        self._channel.close()
         if self._zk is not None:
             self._zk.stop()
             self._zk.close()
@@ -503,7 +495,7 @@ class AdminClient:
         """Partitions per topic: Metadata from a coordinator node, or ``/brokers/topics`` for legacy groups."""
         counts: dict[str, int] = {}
         if kind == COORDINATOR:
-            response = self._call_any_node("Metadata", topics=list(topics))
+            response = self._channel.call_any_node("Metadata", topics=list(topics))
             for topic in response.get("topics") or []:
                 if topic["error_code"] == 0:
                     counts[topic["name"]] = len(topic["partitions"])
@@ -550,18 +542,18 @@ class AdminClient:
         if self._bootstrap is None:
             registered = read_nodes(self._zookeeper(), self.root)
             return [Node(node_id, host, port) for node_id, (host, port) in sorted(registered.items())]
-        response = self._call_any_node("Metadata", topics=[])
+        response = self._channel.call_any_node("Metadata", topics=[])
         nodes = [Node(n["node_id"], n["host"], n["port"]) for n in response.get("nodes") or []]
         return sorted(nodes, key=lambda n: n.node_id)
 
     def _list_node_groups(self, node: Node, states: list[str]) -> list[dict]:
         """ListGroups on one node, again while it loads (14) until the deadline, then what it holds."""
-        deadline = self._deadline()
-        backoff = INITIAL_BACKOFF_S
+        deadline = self._channel.deadline()
+        backoff = self._channel.backoff()
         while True:
             try:
-                response = self._call((node.host, node.port), "ListGroups", states_filter=states)
-            except _Unreachable as error:
+                response = self._channel.call((node.host, node.port), "ListGroups", states_filter=states)
+            except Unreachable as error:
                 if time.monotonic() + backoff > deadline:
                     raise CoordinatorNotAvailableError(f"ListGroups on node {node}: {error}") from None
             else:
@@ -574,90 +566,12 @@ class AdminClient:
                     log.warning("node still loading, listing what it holds node=%s", node)
                     return response.get("groups") or []
             time.sleep(backoff)
-            backoff = min(2 * backoff, MAX_BACKOFF_S)
+            backoff = self._channel.backoff(backoff)
 
-    def _call_any_node(self, api: str, **fields) -> dict:
-        deadline = self._deadline()
-        backoff = INITIAL_BACKOFF_S
-        problems: list[str] = []
-        while True:
-            for address in self._bootstrap_addresses():
-                try:
-                    return self._call(address, api, **fields)
-                except _Unreachable as error:
-                    problems.append(str(error))
-            if time.monotonic() + backoff > deadline:
-                detail = problems[-1] if problems else "no coordinator node is registered"
-                raise CoordinatorNotAvailableError(f"no coordinator node answered {api}: {detail}")
-            time.sleep(backoff)
-            backoff = min(2 * backoff, MAX_BACKOFF_S)
-
-    def _find_coordinator(self, group_id: str, deadline: float) -> Node:
-        backoff = INITIAL_BACKOFF_S
-        last = "no coordinator node is registered"
-        while True:
-            for address in self._bootstrap_addresses():
-                try:
-                    response = self._call(address, "FindCoordinator", key=group_id, key_type=0)
-                except _Unreachable as error:
-                    last = str(error)
-                    continue
-                code = _top_level(response)
-                if code == 0:
-                    return Node(response["node_id"], response["host"], response["port"])
-                if code not in RETRIABLE:
-                    raise error_for(code, response.get("error_message"))
-                last = f"FindCoordinator at {address[0]}:{address[1]}: {ErrorCode(code).name}"
-            if time.monotonic() + backoff > deadline:
-                raise CoordinatorNotAvailableError(
-                    f"The coordinator of group '{group_id}' is not available after {self.request_timeout_ms} ms: {last}"
-                )
-            time.sleep(backoff)
-            backoff = min(2 * backoff, MAX_BACKOFF_S)
-
-    def _call_coordinator(
-        self,
-        key: str,
-        api: str,
-        retriable: Callable[[dict], bool] = lambda r: _top_level(r) in RETRIABLE,
-        **fields,
-    ) -> tuple[dict, Node]:
+    def _call_coordinator(self, key: str, api: str, **kwargs) -> tuple[dict, Node]:
         """Send to the coordinator of group ``key`` until the answer is not retriable; (response, coordinator)."""
-        deadline = self._deadline()
-        backoff = INITIAL_BACKOFF_S
-        while True:
-            node = self._find_coordinator(key, deadline)
-            try:
-                response = self._call((node.host, node.port), api, **fields)
-            except _Unreachable as error:
-                last = str(error)
-            else:
-                if not retriable(response):
-                    return response, node
-                last = f"{api} at {node}: {response}"
-            if time.monotonic() + backoff > deadline:
-                raise CoordinatorNotAvailableError(
-                    f"{api} for group '{key}' was not answered by its coordinator within "
-                    f"{self.request_timeout_ms} ms: {last}"
-                )
-            time.sleep(backoff)
-            backoff = min(2 * backoff, MAX_BACKOFF_S)
-
-    def _call(self, address: Address, api: str, **fields) -> dict:
-        try:
-            connection = self._connections.get(address)
-            if connection is None:
-                connection = WireConnection(*address, client_id=self.client_id, timeout=self.request_timeout_ms / 1000)
-                self._connections[address] = connection
-            return connection.call(api, **fields)
-        except (OSError, WireClientError) as error:
-            stale = self._connections.pop(address, None)
-            if stale is not None:
-                stale.close()
-            raise _Unreachable(f"{api} to {address[0]}:{address[1]}: {type(error).__name__}: {error}") from None
-
-    def _deadline(self) -> float:
-        return time.monotonic() + self.request_timeout_ms / 1000
+        response, (node_id, (host, port)) = self._channel.call_coordinator(key, api, **kwargs)
+        return response, Node(node_id, host, port)
 
     # -- ZooKeeper ---------------------------------------------------------------------------------------------
 

@@ -21,10 +21,17 @@ class WireClientError(ZkcoordError):
 class WireConnection:
     """One connection; :meth:`call` sends a request and waits for its response."""
 
-    def __init__(self, host: str, port: int, client_id: str = "zkcoord", timeout: float = 10.0):
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        client_id: str = "zkcoord",
+        timeout: float = 10.0,
+        create_connection=socket.create_connection,
+    ):
         self.address = (host, port)
         self.client_id = client_id
-        self._socket = socket.create_connection(self.address, timeout=timeout)
+        self._socket = create_connection(self.address, timeout=timeout)
         self._socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._buffer = bytearray()
         self._correlation = itertools.count(1)
