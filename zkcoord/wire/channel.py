@@ -159,7 +159,10 @@ class CoordinatorChannel:
         retriable: Callable[[dict], bool] = lambda r: top_level_error(r) in RETRIABLE,
         **fields,
     ) -> tuple[dict, tuple[int, Address]]:
-        """Send to the coordinator of group ``key`` until the answer is not retriable: ``(response, (node_id, address))``."""
+        """Send to the coordinator of group ``key`` until the answer is not retriable.
+
+        Returns ``(response, (node_id, address))``.
+        """
         deadline = self.deadline()
         backoff = self.backoff()
         while True:
