@@ -512,3 +512,34 @@ def decode_partition_epoch(path: str, data: bytes | None) -> int:
     if epoch < 0:
         raise ZnodeDecodeError(path, f"epoch must be ≥ 0, not {epoch}", data)
     return epoch
+
+
+def migration_groups_path(root: str = DEFAULT_ROOT) -> str:
+    return f"{_root(root)}/migration/groups"
+
+
+def migration_path(root: str, group: str) -> str:
+    """Persistent: a group's offset-migration state (``zkcoord.migration.phases``), changed by version."""
+    return f"{migration_groups_path(root)}/{group}"
+
+
+def legacy_adverts_path(root: str, group: str) -> str:
+    return f"{_root(root)}/migration/members/{group}"
+
+
+def legacy_advert_path(root: str, group: str, consumer_id: str) -> str:
+    """Ephemeral, beside the byte-exact 0.8.2 registration: how a zkcoord legacy member stores offsets."""
+    return f"{legacy_adverts_path(root, group)}/{consumer_id}"
+
+
+def encode_legacy_advert(phase: str, epoch: int, offsets_storage: str, dual_commit: bool) -> bytes:
+    """``{"version":1,"phase":"DUAL_WRITE","epoch":2,"offsets_storage":"kafka","dual_commit":true}``"""
+    return _encode_compact(
+        {"version": 1, "phase": phase, "epoch": epoch, "offsets_storage": offsets_storage, "dual_commit": dual_commit}
+    )
+
+
+def decode_legacy_advert(path: str, data: bytes | None) -> tuple[str, int]:
+    """``(phase name, epoch)`` the member follows (``phase`` "" and epoch -1: no migration state yet)."""
+    obj = _decode_object(path, data, {"phase": str, "epoch": int})
+    return obj["phase"], obj["epoch"]

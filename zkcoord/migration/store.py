@@ -1,0 +1,105 @@
+"""A group's migration state and its members' advertisements in ZooKeeper (IO around ``phases``).
+
+The state znode is changed only by compare-and-set on its version, so two operators (or a rerun after a
+crash) cannot overwrite each other's step. Works with any kazoo handler.
+"""
+
+import logging
+from collections.abc import Callable
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+from zkcoord.migration.phases import LegacyMember, MigrationState, MigrationStateError, decode_state, encode_state
+from zkcoord.zk import layout
+from zkcoord.zk.layout import ZnodeDecodeError
+
+log = logging.getLogger(__name__)
+
+NO_VERSION = -1  # the state znode does not exist yet
+
+
+class ConcurrentChangeError(MigrationStateError):
+    """Someone else changed the group's migration state since it was read."""
+
+
+def read_state(client: KazooClient, root: str, group: str) -> tuple[MigrationState | None, int]:
+    """``(state, znode version)``; ``(None, NO_VERSION)`` for a group that never started migrating."""
+    path = layout.migration_path(root, group)
+    try:
+        data, stat = client.get(path)
+    except NoNodeError:
+        return None, NO_VERSION
+    return decode_state(path, data), stat.version
+
+
+def write_state(client: KazooClient, root: str, group: str, state: MigrationState, version: int) -> int:
+    """Store ``state`` if the znode is still at ``version`` (NO_VERSION: create it); returns the new version."""
+    path = layout.migration_path(root, group)
+    try:
+        if version == NO_VERSION:
+            client.create(path, encode_state(state), makepath=True)
+            return 0
+        return client.set(path, encode_state(state), version=version).version
+    except (BadVersionError, NodeExistsError, NoNodeError):
+        raise ConcurrentChangeError(
+            f"the migration state of group {group} changed while this command ran; run it again"
+        ) from None
+
+
+def watch_state(
+    client: KazooClient, root: str, group: str, on_change: Callable[[MigrationState | None], None]
+) -> Callable[[], None]:
+    """Call ``on_change`` with the group's state now and on every change (None: no state, or foreign data,
+    which is logged and treated as no state). Returns a function that ends the watch."""
+    path = layout.migration_path(root, group)
+    stopped = []
+
+    def on_data(data, stat, event=None) -> bool:
+        if stopped:
+            return False
+        state = None
+        if data is not None:
+            try:
+                state = decode_state(path, data)
+            except MigrationStateError as error:
+                log.warning("ignoring foreign migration state group=%s: %s", group, error)
+        on_change(state)
+        return True
+
+    client.DataWatch(path, on_data)
+    return lambda: stopped.append(True)
+
+
+def advertise(client: KazooClient, root: str, group: str, consumer_id: str, data: bytes) -> None:
+    """Create or replace a legacy member's ephemeral advertisement (see ``layout.encode_legacy_advert``)."""
+    path = layout.legacy_advert_path(root, group, consumer_id)
+    try:
+        client.create(path, data, ephemeral=True, makepath=True)
+    except NodeExistsError:
+        client.set(path, data)
+
+
+def live_legacy_members(client: KazooClient, root: str, group: str) -> list[LegacyMember]:
+    """The group's registered 0.8.2 members, each with the phase epoch it advertises (pipelined reads)."""
+    try:
+        ids = sorted(client.get_children(layout.ids_path(group)))
+    except NoNodeError:
+        return []
+    pending = [(cid, client.get_async(layout.legacy_advert_path(root, group, cid))) for cid in ids]
+    members = []
+    for consumer_id, reply in pending:
+        try:
+            data, _ = reply.get()
+        except NoNodeError:
+            members.append(LegacyMember(consumer_id))
+            continue
+        path = layout.legacy_advert_path(root, group, consumer_id)
+        try:
+            _, epoch = layout.decode_legacy_advert(path, data)
+        except ZnodeDecodeError as error:
+            log.warning("unreadable advertisement, treating the member as ZooKeeper-only: %s", error)
+            members.append(LegacyMember(consumer_id))
+            continue
+        members.append(LegacyMember(consumer_id, advertised=True, epoch=epoch))
+    return members
