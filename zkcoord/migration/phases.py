@@ -55,7 +55,11 @@ RULES: Mapping[Phase, PhaseRules] = {
 }
 
 
-class MigrationStateError(ZkcoordError):
+class MigrationError(ZkcoordError):
+    """A migration step or check that could not be carried out."""
+
+
+class MigrationStateError(MigrationError):
     """A stored migration state that cannot be read, or a change to it that is not allowed."""
 
 

@@ -1,0 +1,41 @@
+"""Backfill the log from ZooKeeper: copy each ZooKeeper offset the log lacks or holds an older one of.
+
+Stays in DUAL_WRITE. Never lowers a log offset (the coordinator applies these commits only where its
+offset is smaller) unless ``--allow-rewind``, which copies ZooKeeper's offsets over the log's. Down does
+nothing: extra log offsets are harmless while readers take the larger of both stores.
+"""
+
+from zkcoord.migration.phases import Phase, members_behind, store_problems
+
+PHASE = Phase.DUAL_WRITE
+
+
+def check(ctx, when):
+    if when == "before_up":
+        return ctx.phase_is(Phase.DUAL_WRITE)
+    if when == "after_up":
+        facts = ctx.facts()
+        hint = "a live member may still commit to ZooKeeper only: " + ("; ".join(members_behind(facts)) or "none")
+        return store_problems(Phase.LOG_PRIMARY, facts, f"run the backfill again ({hint})")
+    return []
+
+
+def up(ctx):
+    zk, log = ctx.zk_offsets(), ctx.log_offsets()
+    if ctx.allow_rewind:
+        todo = {p: o for p, o in zk.items() if log.get(p) != o}
+    else:
+        todo = {p: o for p, o in zk.items() if p not in log or log[p] < o}
+    rewinds = sum(1 for p, o in todo.items() if p in log and log[p] > o)
+    ctx.say(
+        f"group {ctx.group}: backfilling {len(todo)} of {len(zk)} partition(s) into the log"
+        + (f", rewinding {rewinds}" if rewinds else "")
+    )
+    errors = ctx.commit_to_log(todo, if_greater=not ctx.allow_rewind)
+    if errors:
+        shown = ", ".join(f"{t}-{p}: error {code}" for (t, p), code in sorted(errors.items())[:3])
+        ctx.say(f"group {ctx.group}: {len(errors)} partition(s) were not accepted: {shown}")
+
+
+def down(ctx):
+    pass

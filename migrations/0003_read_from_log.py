@@ -1,0 +1,32 @@
+"""Read from the log: members and the coordinator read the log alone; ZooKeeper is still kept up to date.
+
+Up moves the group DUAL_WRITE → LOG_PRIMARY. It is refused while a live member may commit to ZooKeeper
+only (a 0.8.2 JVM member, or a zkcoord member that has not seen the current phase) and while any
+partition's ZooKeeper offset is ahead of the log's (run the backfill). The coordinator mirrors every log
+commit into ZooKeeper, so down (back to DUAL_WRITE) is always safe.
+"""
+
+from zkcoord.migration.phases import Phase, members_behind, store_problems
+
+PHASE = Phase.LOG_PRIMARY
+
+
+def check(ctx, when):
+    if when == "before_up":
+        facts = ctx.facts()
+        return members_behind(facts) + store_problems(Phase.LOG_PRIMARY, facts, "run 0002_backfill_log again")
+    if when == "after_up":
+        return ctx.phase_is(Phase.LOG_PRIMARY)
+    if when == "after_down":
+        return ctx.phase_is(Phase.DUAL_WRITE)
+    return []
+
+
+def up(ctx):
+    ctx.set_phase(Phase.LOG_PRIMARY)
+    ctx.wait_for_members()
+
+
+def down(ctx):
+    ctx.set_phase(Phase.DUAL_WRITE)
+    ctx.wait_for_members()

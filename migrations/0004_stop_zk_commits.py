@@ -1,0 +1,31 @@
+"""Stop ZooKeeper commits: the log is the only offset store; the coordinator no longer mirrors.
+
+Up moves the group LOG_PRIMARY → LOG_ONLY once every live member follows LOG_PRIMARY. Down moves it back
+and raises every ZooKeeper offset to the log's, so ZooKeeper is a complete copy again before anyone
+could read it.
+"""
+
+from zkcoord.migration.phases import Phase, members_behind
+
+PHASE = Phase.LOG_ONLY
+
+
+def check(ctx, when):
+    if when == "before_up":
+        return members_behind(ctx.facts(stores=False))
+    if when == "after_up":
+        return ctx.phase_is(Phase.LOG_ONLY)
+    if when == "after_down":
+        return ctx.phase_is(Phase.LOG_PRIMARY)
+    return []
+
+
+def up(ctx):
+    ctx.set_phase(Phase.LOG_ONLY)
+    ctx.wait_for_members()
+
+
+def down(ctx):
+    ctx.set_phase(Phase.LOG_PRIMARY)
+    ctx.wait_for_members()
+    ctx.raise_zk_to_log()

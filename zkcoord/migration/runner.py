@@ -1,0 +1,381 @@
+"""Applies the ordered steps of ``migrations/`` to a group, recording progress in ZooKeeper.
+
+A step is a module ``NNNN_<what>.py`` with ``PHASE`` (the group's phase once it is applied), ``up(ctx)``,
+``down(ctx)`` and ``check(ctx, when) -> [reason, ...]`` for ``when`` in ``before_up``, ``after_up``,
+``before_down``, ``after_down``. The runner writes "step S under way" into the group's state before it
+runs S and "S applied" (or removed) after S's post-condition holds, each by compare-and-set. Steps are
+idempotent, so a run killed at any point is finished by running the same command again: the step under
+way is run again first.
+
+IO: a kazoo client (any handler) and a :class:`~zkcoord.wire.channel.CoordinatorChannel`.
+"""
+
+import contextlib
+import importlib.util
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+
+from zkcoord.migration import store
+from zkcoord.migration.phases import (
+    GroupFacts,
+    MigrationError,
+    MigrationState,
+    Phase,
+    compare_stores,
+    members_behind,
+)
+from zkcoord.migration.verify import fetch_log_offsets, raise_for
+from zkcoord.wire.channel import CoordinatorChannel, top_level_error
+from zkcoord.zk import layout
+from zkcoord.zk.offsets import GuardedWrite, read_group_offsets, write_offsets_if_greater
+
+log = logging.getLogger(__name__)
+
+UP, DOWN = "up", "down"
+ZERO = "zero"  # ``--to zero``: no step applied
+COMMIT_CHUNK = 1000  # partitions per backfill OffsetCommit
+MEMBER_WAIT_S = 30.0  # how long a phase change waits for live members to advertise it
+Partition = tuple[str, int]
+
+
+class MigrationRefused(MigrationError):
+    """A step's pre-condition does not hold; nothing was changed. ``reasons`` say why, one per line."""
+
+    def __init__(self, group: str, step: str, direction: str, reasons: list[str]):
+        self.group, self.step, self.direction, self.reasons = group, step, direction, reasons
+        lines = "\n".join(f"  - {reason}" for reason in reasons)
+        super().__init__(f"group {group}: refusing to run {step} {direction}:\n{lines}")
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    description: str
+    phase: Phase
+    module: ModuleType
+
+    def check(self, ctx: "StepContext", when: str) -> list[str]:
+        return list(self.module.check(ctx, when))
+
+
+def default_migrations_dir() -> Path:
+    """The steps shipped with the package (``zkcoord/migrations``, a link to the repository's ``migrations/``)."""
+    return Path(__file__).resolve().parent.parent / "migrations"
+
+
+def load_steps(directory: str | Path | None = None) -> list[Step]:
+    """Every ``NNNN_*.py`` step in ``directory``, in order; a malformed step is a :class:`MigrationError`."""
+    directory = Path(directory) if directory is not None else default_migrations_dir()
+    if not directory.is_dir():
+        raise MigrationError(f"no migrations directory at {directory}")
+    steps = []
+    for path in sorted(directory.glob("[0-9][0-9][0-9][0-9]_*.py")):
+        spec = importlib.util.spec_from_file_location(f"zkcoord_migration_{path.stem}", path)
+        module = importlib.util.module_from_spec(spec)
+        try:
+            spec.loader.exec_module(module)
+        except Exception as error:
+            raise MigrationError(f"cannot load migration step {path}: {type(error).__name__}: {error}") from error
+        missing = [name for name in ("PHASE", "up", "down", "check") if not hasattr(module, name)]
+        if missing:
+            raise MigrationError(f"migration step {path} lacks {', '.join(missing)}")
+        description = (module.__doc__ or path.stem).strip().splitlines()[0]
+        steps.append(Step(path.stem, description, Phase(module.PHASE), module))
+    if not steps:
+        raise MigrationError(f"no migration steps (NNNN_<what>.py) in {directory}")
+    return steps
+
+
+@dataclass
+class StepContext:
+    """What a step sees: the group, its state, both offset stores, its live members; and what it may do."""
+
+    group: str
+    zk: KazooClient
+    channel: CoordinatorChannel
+    root: str
+    state: MigrationState
+    version: int
+    now_ms: Callable[[], int]
+    allow_rewind: bool = False
+    say: Callable[[str], None] = print
+    progress: Callable[[int, str], Callable[[int], None]] = lambda total, what: lambda n: None
+    member_wait_s: float = MEMBER_WAIT_S
+
+    # -- reading ------------------------------------------------------------------------------------------
+
+    def facts(self, stores: bool = True) -> GroupFacts:
+        rows = compare_stores(self.zk_offsets(), self.log_offsets()) if stores else []
+        return GroupFacts(
+            self.state,
+            tuple(store.live_legacy_members(self.zk, self.root, self.group)),
+            tuple(self.coordinator_members()),
+            tuple(rows),
+        )
+
+    def zk_offsets(self) -> dict[Partition, int]:
+        return read_group_offsets(self.zk, self.group).offsets
+
+    def log_offsets(self) -> dict[Partition, int]:
+        return fetch_log_offsets(self.channel, self.group)
+
+    def coordinator_members(self) -> list[str]:
+        response, _ = self.channel.call_coordinator(
+            self.group,
+            "DescribeGroups",
+            retriable=lambda r: any(top_level_error(g) in _RETRIABLE for g in r.get("groups") or []),
+            groups=[self.group],
+        )
+        described = (response.get("groups") or [{}])[0]
+        raise_for(described, f"DescribeGroups for group {self.group}")
+        return sorted(member["member_id"] for member in described.get("members") or [])
+
+    def phase_is(self, phase: Phase) -> list[str]:
+        """A check's reason when the group is not at ``phase`` (empty when it is)."""
+        return [] if self.state.phase == phase else [f"the group is at {self.state.phase.name}, not {phase.name}"]
+
+    # -- changing -----------------------------------------------------------------------------------------
+
+    def set_phase(self, phase: Phase) -> None:
+        """Move the group to ``phase`` (one step along the order); a no-op when it is there already."""
+        changed = self.state.with_phase(phase, self.now_ms())
+        if changed is self.state:
+            return
+        self.version = store.write_state(self.zk, self.root, self.group, changed, self.version)
+        self.state = changed
+        self.say(f"group {self.group}: phase {phase.name} (epoch {changed.epoch})")
+
+    def wait_for_members(self) -> list[str]:
+        """Wait (bounded) until every live zkcoord legacy member advertises the current epoch; what still lags."""
+        deadline = time.monotonic() + self.member_wait_s
+        while True:
+            members = [m for m in store.live_legacy_members(self.zk, self.root, self.group) if not m.is_jvm]
+            behind = members_behind(GroupFacts(self.state, tuple(members)))
+            if not behind or time.monotonic() > deadline:
+                return behind
+            time.sleep(0.1)
+
+    def commit_to_log(self, offsets: dict[Partition, int], if_greater: bool = True) -> dict[Partition, int]:
+        """Simple commits (generation -1) of ``offsets``; ``if_greater`` leaves a larger log offset alone.
+
+        Returns the per-partition error codes that are not 0 (empty when everything was accepted).
+        """
+        errors: dict[Partition, int] = {}
+        items = sorted(offsets.items())
+        advance = self.progress(len(items), f"{self.group}: backfill")
+        for start in range(0, len(items), COMMIT_CHUNK):
+            chunk = items[start : start + COMMIT_CHUNK]
+            topics: dict[str, list[dict]] = {}
+            for (topic, partition), offset in chunk:
+                topics.setdefault(topic, []).append(
+                    {"partition_index": partition, "committed_offset": offset, "committed_metadata": ""}
+                )
+            response, _ = self.channel.call_coordinator(
+                self.group,
+                "OffsetCommit",
+                retriable=lambda r: _partition_codes(r) and set(_partition_codes(r).values()) <= _RETRIABLE,
+                group_id=self.group,
+                generation_id=-1,
+                member_id="",
+                group_instance_id=None,
+                retention_time_ms=-1,
+                if_greater=if_greater,
+                topics=[{"name": name, "partitions": parts} for name, parts in topics.items()],
+            )
+            errors.update({p: code for p, code in _partition_codes(response).items() if code})
+            advance(len(chunk))
+        return errors
+
+    def raise_zk_to_log(self) -> GuardedWrite:
+        """Bring ZooKeeper up to the log wherever it is behind (set-if-greater: never lowers an offset)."""
+        written = write_offsets_if_greater(self.zk, self.group, self.log_offsets())
+        if written.written:
+            self.say(f"group {self.group}: raised {len(written.written)} ZooKeeper offset(s) to the log's")
+        if written.failed:
+            shown = ", ".join(f"{t}-{p}: {why}" for (t, p), why in sorted(written.failed.items())[:3])
+            raise MigrationError(f"group {self.group}: {len(written.failed)} ZooKeeper offset(s) not raised: {shown}")
+        return written
+
+
+_RETRIABLE = frozenset({14, 15, 16})
+
+
+def _partition_codes(response: dict) -> dict[Partition, int]:
+    return {
+        (topic["name"], entry["partition_index"]): entry.get("error_code", 0)
+        for topic in response.get("topics") or []
+        for entry in topic.get("partitions") or []
+    }
+
+
+# ---- planning and running --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PlannedStep:
+    step: Step
+    direction: str
+    resumed: bool = False  # the step was under way when a previous run stopped
+
+
+@dataclass
+class GroupStatus:
+    group: str
+    state: MigrationState | None
+    steps: list[Step]
+    legacy_members: int = 0
+    coordinator_members: int = 0
+
+    @property
+    def phase(self) -> Phase:
+        return Phase.ZK_ONLY if self.state is None else self.state.phase
+
+    @property
+    def applied(self) -> list[str]:
+        return [] if self.state is None else list(self.state.applied)
+
+    @property
+    def next_step(self) -> str | None:
+        return next((s.name for s in self.steps if s.name not in self.applied), None)
+
+
+@dataclass
+class RunResult:
+    group: str
+    done: list[PlannedStep] = field(default_factory=list)
+    state: MigrationState | None = None
+
+
+class Runner:
+    """``migrate status|plan|up|down`` for one group at a time."""
+
+    def __init__(
+        self,
+        zk: KazooClient,
+        channel: CoordinatorChannel,
+        steps: list[Step],
+        root: str = layout.DEFAULT_ROOT,
+        now_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+        say: Callable[[str], None] = print,
+        progress: Callable[[int, str], Callable[[int], None]] | None = None,
+        member_wait_s: float = MEMBER_WAIT_S,
+    ):
+        self.zk, self.channel, self.steps, self.root = zk, channel, steps, root
+        self.now_ms, self.say = now_ms, say
+        self.progress = progress or (lambda total, what: lambda n: None)
+        self.member_wait_s = member_wait_s
+
+    def groups(self) -> list[str]:
+        """Groups to consider for ``--all``: every ZooKeeper group, and every group with a migration state."""
+        found = set()
+        for path in (layout.CONSUMERS_PATH, layout.migration_groups_path(self.root)):
+            with contextlib.suppress(NoNodeError):
+                found.update(self.zk.get_children(path))
+        return sorted(found)
+
+    def status(self, group: str, members: bool = True) -> GroupStatus:
+        state, _ = store.read_state(self.zk, self.root, group)
+        status = GroupStatus(group, state, self.steps)
+        if members:
+            status.legacy_members = len(store.live_legacy_members(self.zk, self.root, group))
+            status.coordinator_members = len(self._context(group, state or MigrationState(), 0).coordinator_members())
+        return status
+
+    def plan(self, group: str, direction: str, to: str | None = None) -> list[PlannedStep]:
+        """The steps ``up``/``down`` would run, in order (a step left under way first)."""
+        state, _ = store.read_state(self.zk, self.root, group)
+        return self._plan(state or MigrationState(), direction, to)
+
+    def _plan(self, state: MigrationState, direction: str, to: str | None) -> list[PlannedStep]:
+        names = [s.name for s in self.steps]
+        by_name = {s.name: s for s in self.steps}
+        if to is not None and to != ZERO and to not in by_name:
+            raise MigrationError(f"unknown step {to!r}; steps are: {', '.join(names)} (or {ZERO})")
+        recorded = list(state.applied) + ([state.pending[0]] if state.pending else [])
+        unknown = [name for name in recorded if name not in by_name]
+        if unknown:
+            raise MigrationError(f"recorded steps {', '.join(unknown)} are not in the migrations directory")
+        applied = set(state.applied)
+        if state.pending is not None:
+            # A step under way is half done: going up it still has to run, going down it has to be undone.
+            (applied.discard if direction == UP else applied.add)(state.pending[0])
+        end = None if to is None else 0 if to == ZERO else names.index(to) + 1
+        if direction == UP:
+            chosen = [n for n in names[: len(names) if end is None else end] if n not in applied]
+        else:
+            in_order = [n for n in names if n in applied]
+            keep = set(in_order[:-1] if end is None else names[:end])
+            chosen = [n for n in reversed(in_order) if n not in keep]
+        if state.pending is not None and state.pending[0] not in chosen:
+            name, way = state.pending
+            raise MigrationError(
+                f"step {name} is under way ({way}) since a previous run stopped; finish it with "
+                f"`migrate {way}` first, or undo it with `migrate {DOWN if way == UP else UP}`"
+            )
+        return [PlannedStep(by_name[n], direction, resumed=state.pending == (n, direction)) for n in chosen]
+
+    def run(
+        self, group: str, direction: str, to: str | None = None, dry_run: bool = False, allow_rewind: bool = False
+    ) -> RunResult:
+        """Apply the plan; :class:`MigrationRefused` when a pre-condition fails (nothing of that step done)."""
+        state, version = store.read_state(self.zk, self.root, group)
+        ctx = self._context(group, state or MigrationState(), version, allow_rewind)
+        result = RunResult(group, state=state)
+        for planned in self._plan(ctx.state, direction, to):
+            step, way = planned.step, planned.direction
+            if not planned.resumed:
+                reasons = step.check(ctx, f"before_{way}")
+                if reasons:
+                    raise MigrationRefused(group, step.name, way, reasons)
+            if dry_run:
+                result.done.append(planned)
+                self.say(f"group {group}: would run {step.name} {way}: {step.description}")
+                break  # later steps' checks depend on this one's effect
+            self._write(ctx, ctx.state.begin(step.name, way, self.now_ms()))
+            getattr(step.module, way)(ctx)
+            reasons = step.check(ctx, f"after_{way}")
+            if reasons:
+                lines = "\n".join(f"  - {reason}" for reason in reasons)
+                raise MigrationError(
+                    f"group {group}: {step.name} {way} ran but its post-condition does not hold yet "
+                    f"(the step stays under way; run the command again):\n{lines}"
+                )
+            self._write(ctx, ctx.state.finish(step.name, way, self.now_ms()))
+            result.done.append(planned)
+            self.say(f"group {group}: {step.name} {way} done ({step.description})")
+        result.state = ctx.state
+        return result
+
+    def _write(self, ctx: StepContext, state: MigrationState) -> None:
+        ctx.version = store.write_state(self.zk, self.root, ctx.group, state, ctx.version)
+        ctx.state = state
+
+    def _context(self, group: str, state: MigrationState, version: int, allow_rewind: bool = False) -> StepContext:
+        return StepContext(
+            group,
+            self.zk,
+            self.channel,
+            self.root,
+            state,
+            version,
+            self.now_ms,
+            allow_rewind=allow_rewind,
+            say=self.say,
+            progress=self.progress,
+            member_wait_s=self.member_wait_s,
+        )
+
+
+def iter_groups(runner: Runner, group: str | None, all_groups: bool) -> Iterable[str]:
+    if all_groups:
+        return runner.groups()
+    if not group or not layout.is_legal_name(group):
+        raise MigrationError(f"group {group!r} is not a legal group id")
+    return [group]
