@@ -1,0 +1,294 @@
+"""Random interleavings of commits, restarts, phase changes and lagging watches never regress an offset.
+
+The real step modules of ``migrations/`` and the real rules of ``zkcoord.migration.phases`` run against an
+in-memory world: one partition, its ZooKeeper and log offsets, a coordinator whose view of the phase and
+whose write-behind mirror lag, and one owner at a time (a zkcoord legacy member whose view of the phase
+lags too, a 0.8.2 JVM member that only knows ZooKeeper, or a coordinator client member). Hypothesis
+interleaves everything, including a crash between the two writes of a dual commit and steps whose
+members never confirm. The property (issue: "never loses or regresses an offset"): whoever takes the
+partition over reads at least the last offset a commit acknowledged.
+"""
+
+from dataclasses import dataclass, field
+
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+
+from zkcoord.migration.phases import (
+    LOG,
+    MIRROR,
+    RULES,
+    ZK,
+    GroupFacts,
+    LegacyMember,
+    MigrationState,
+    Phase,
+    compare_stores,
+    read_offset,
+)
+from zkcoord.migration.runner import load_steps
+
+P = ("t", 0)
+STEPS = load_steps()
+
+
+@dataclass
+class Owner:
+    kind: str  # "legacy", "jvm" or "client"
+    epoch: int  # the phase epoch a legacy member follows (adopted on start and by its watch)
+    phase: Phase | None
+    position: int = -1
+
+
+@dataclass
+class World:
+    state: MigrationState = field(default_factory=MigrationState)
+    zk: int | None = None
+    log: int | None = None
+    coordinator_phase: Phase = Phase.ZK_ONLY  # what the coordinator's watch has delivered so far
+    mirror: list[int] = field(default_factory=list)  # accepted commits not yet in ZooKeeper
+    owner: Owner | None = None
+    acknowledged: int = -1  # the highest offset a finished commit reported as stored
+    applied: list[str] = field(default_factory=list)
+    pending: tuple[str, str] | None = None
+    log_trace: list[str] = field(default_factory=list)
+
+    # -- stores, as the coordinator and ZooKeeper treat them ---------------------------------------------
+
+    def commit_log(self, offset: int, if_greater: bool = False) -> None:
+        if not if_greater or self.log is None or self.log < offset:
+            self.log = offset
+        if RULES[self.coordinator_phase].coordinator_mirror:
+            self.mirror.append(offset)
+
+    def raise_zk(self, offset: int | None) -> None:
+        if offset is not None and (self.zk is None or self.zk < offset):
+            self.zk = offset
+
+    def flush_mirror(self) -> None:
+        for offset in self.mirror:
+            self.raise_zk(offset)
+        self.mirror.clear()
+
+    def coordinator_fetch(self) -> int:
+        return read_offset(RULES[self.coordinator_phase].coordinator_fetch, self.zk, self.log)
+
+    # -- members -------------------------------------------------------------------------------------------
+
+    def rule(self, owner: Owner):
+        if owner.kind == "jvm":
+            return (ZK,), ZK
+        if owner.kind == "client":
+            # Whatever the phase, the coordinator stores the commit in the log (mirroring it when its view of
+            # the phase says so, in commit_log) and answers fetches by its own rule.
+            return (LOG,), RULES[self.coordinator_phase].coordinator_fetch
+        rules = RULES[owner.phase].legacy_member
+        return rules.writes, rules.reads
+
+    def fetch(self, owner: Owner) -> int:
+        _, reads = self.rule(owner)
+        if owner.kind == "client":
+            return self.coordinator_fetch()
+        if reads == ZK:
+            return read_offset(ZK, self.zk, None)
+        return read_offset(reads, self.zk, self.log)
+
+
+class ModelContext:
+    """The parts of ``StepContext`` the steps use, over the in-memory world."""
+
+    def __init__(self, world: World, allow_rewind: bool = False):
+        self.world, self.group, self.allow_rewind = world, "g", allow_rewind
+
+    @property
+    def state(self) -> MigrationState:
+        return self.world.state
+
+    def phase_is(self, phase: Phase) -> list[str]:
+        return [] if self.state.phase == phase else [f"at {self.state.phase.name}"]
+
+    def facts(self, stores: bool = True) -> GroupFacts:
+        owner = self.world.owner
+        legacy, clients = (), ()
+        if owner is not None and owner.kind == "legacy":
+            legacy = (LegacyMember("legacy-1", advertised=True, epoch=owner.epoch),)
+        elif owner is not None and owner.kind == "jvm":
+            legacy = (LegacyMember("jvm-1"),)
+        elif owner is not None:
+            clients = ("client-1",)
+        rows = compare_stores(self.zk_offsets(), self.log_offsets()) if stores else ()
+        return GroupFacts(self.state, legacy, clients, tuple(rows))
+
+    def zk_offsets(self):
+        return {} if self.world.zk is None else {P: self.world.zk}
+
+    def log_offsets(self):
+        return {} if self.world.log is None else {P: self.world.log}
+
+    def set_phase(self, phase: Phase) -> None:
+        self.world.state = self.state.with_phase(phase, 0)
+
+    def wait_for_members(self) -> list[str]:
+        return []  # the adversarial case: the wait timed out and nobody has switched yet
+
+    def commit_to_log(self, offsets, if_greater: bool = True):
+        for offset in offsets.values():
+            self.world.commit_log(offset, if_greater=if_greater)
+        return {}
+
+    def raise_zk_to_log(self):
+        self.world.raise_zk(self.world.log)
+
+    def say(self, line: str) -> None:
+        self.world.log_trace.append(line)
+
+
+def migrate(world: World, direction: str) -> None:
+    """One step up or down, as the runner does it: pre-check (refusal changes nothing), run, post-check."""
+    names = [s.name for s in STEPS]
+    if world.pending is not None:
+        step = STEPS[names.index(world.pending[0])]
+        direction = world.pending[1]
+    elif direction == "up":
+        todo = [s for s in STEPS if s.name not in world.applied]
+        if not todo:
+            return
+        step = todo[0]
+    else:
+        if not world.applied:
+            return
+        step = STEPS[names.index(world.applied[-1])]
+    ctx = ModelContext(world)
+    if world.pending is None:
+        if step.check(ctx, f"before_{direction}"):
+            return
+        world.pending = (step.name, direction)
+    getattr(step.module, direction)(ctx)
+    if step.check(ctx, f"after_{direction}"):
+        return  # stays under way; the next migrate action runs it again
+    world.pending = None
+    if direction == "up":
+        world.applied.append(step.name)
+    else:
+        world.applied.remove(step.name)
+
+
+def take_over(world: World, kind: str) -> None:
+    """A new owner starts: it reads the committed offset by its rule, which must not be below the last ack."""
+    phase = world.state.phase
+    owner = Owner(kind, world.state.epoch, phase)
+    fetched = world.fetch(owner)
+    assert fetched >= world.acknowledged, (
+        f"{kind} member read {fetched} but {world.acknowledged} was acknowledged; {world}"
+    )
+    owner.position = max(fetched, 0)
+    world.owner = owner
+
+
+def allowed_kinds(world: World) -> list[str]:
+    """Owners the runbook (docs/migration.md) and the coordinator's JoinGroup refusal allow now.
+
+    A member that reads ZooKeeper alone (a JVM member; a zkcoord member while the group is ZK_ONLY) may
+    start only when `migrate verify` shows no write-behind lag: the coordinator's mirror is behind by
+    design, so commits made through the coordinator reach such a reader only once it has caught up.
+    """
+    zk_complete = read_offset(ZK, world.zk, None) >= read_offset("max", world.zk, world.log)
+    reads_log = "0003_read_from_log" in world.applied or world.pending is not None
+    kinds = []
+    if RULES[world.state.phase].legacy_member.reads != ZK or zk_complete:
+        kinds.append("legacy")
+    if world.state.phase <= Phase.DUAL_WRITE and not reads_log and zk_complete:
+        kinds.append("jvm")  # and never once the group reads from the log
+    if RULES[world.coordinator_phase].client_member is not None:
+        kinds.append("client")
+    return kinds
+
+
+def commit(world: World, crash_after_first: bool) -> None:
+    owner = world.owner
+    writes, _ = world.rule(owner)
+    offset = owner.position
+    for index, target in enumerate(writes):
+        if target == LOG:
+            world.commit_log(offset)
+        elif target == ZK:
+            world.zk = offset  # the member's own write: updatePersistentPath (§5.1)
+        elif target == MIRROR:
+            pass  # the coordinator queued it when the log accepted it
+        if crash_after_first and index == 0 and len(writes) > 1:
+            world.owner = None
+            return
+    world.acknowledged = max(world.acknowledged, offset)
+
+
+ACTIONS = ("consume", "commit", "crash_commit", "restart", "adopt", "coordinator_adopt", "flush", "up", "down")
+
+
+@settings(max_examples=400)
+@given(st.data())
+def test_interleavings_never_regress_an_offset(data):
+    """Issue "Done when": a property test over commits, phase changes and restarts never loses or regresses."""
+    world = World()
+    take_over(world, "legacy")
+    highest = Phase.ZK_ONLY
+    for _ in range(data.draw(st.integers(10, 80), label="length")):
+        action = data.draw(st.sampled_from(ACTIONS), label="action")
+        if world.owner is None or action == "restart":
+            kinds = allowed_kinds(world)
+            if not kinds:  # nobody may start until the mirror catches up, which it does in time
+                world.flush_mirror()
+                kinds = allowed_kinds(world)
+            take_over(world, data.draw(st.sampled_from(kinds), label="kind"))
+        elif action == "consume":
+            world.owner.position += data.draw(st.integers(1, 5), label="records")
+        elif action in ("commit", "crash_commit"):
+            commit(world, crash_after_first=action == "crash_commit")
+        elif action == "adopt" and world.owner.kind == "legacy":
+            world.owner.epoch, world.owner.phase = world.state.epoch, world.state.phase
+        elif action == "coordinator_adopt":
+            world.coordinator_phase = world.state.phase
+        elif action == "flush":
+            world.flush_mirror()
+        elif action in ("up", "down"):
+            migrate(world, action)
+            highest = max(highest, world.state.phase)
+    event(f"highest phase {highest.name}")
+    # Once the watches and the mirror have caught up, every newcomer the phase allows finds the last ack.
+    world.coordinator_phase = world.state.phase
+    world.flush_mirror()
+    for kind in allowed_kinds(world):
+        take_over(world, kind)
+
+
+def test_the_model_walks_every_step_up_and_back_down():
+    """The same model, driven deliberately: a cooperative group reaches LOG_ONLY and returns to ZK_ONLY."""
+    world = World()
+    take_over(world, "legacy")
+    world.owner.position = 7
+    commit(world, crash_after_first=False)
+    phases = []
+    for direction in ["up"] * 4 + ["down"] * 4:
+        migrate(world, direction)
+        world.coordinator_phase = world.state.phase
+        world.owner.epoch, world.owner.phase = world.state.epoch, world.state.phase
+        world.flush_mirror()
+        phases.append(world.state.phase.name)
+        world.owner.position += 1
+        commit(world, crash_after_first=False)
+    assert phases == [
+        "DUAL_WRITE", "DUAL_WRITE", "LOG_PRIMARY", "LOG_ONLY", "LOG_PRIMARY", "DUAL_WRITE", "DUAL_WRITE", "ZK_ONLY",
+    ]  # fmt: skip
+    assert world.zk == world.acknowledged == 15
+    assert world.log == 14  # back in ZK_ONLY the last commit went to ZooKeeper alone
+
+
+def test_a_zookeeper_only_member_blocks_reading_from_the_log():
+    """docs/migration.md step 3: 0003 is refused while a member may commit to ZooKeeper only."""
+    world = World()
+    take_over(world, "jvm")
+    migrate(world, "up")
+    migrate(world, "up")
+    world.owner.position = 9
+    commit(world, crash_after_first=False)  # a JVM commit: ZooKeeper only, so the log falls behind
+    migrate(world, "up")
+    assert world.state.phase == Phase.DUAL_WRITE and "0003_read_from_log" not in world.applied
