@@ -51,6 +51,8 @@ from zkcoord.admin.model import (
 )
 from zkcoord.client.bootstrap import Address, discover_nodes, parse_bootstrap_servers
 from zkcoord.errors import ConfigError, ErrorCode
+from zkcoord.migration.phases import RULES, Phase, read_offset
+from zkcoord.migration.store import read_state
 from zkcoord.model import TopicPartition
 from zkcoord.wire.channel import RETRIABLE, CoordinatorChannel, Unreachable
 from zkcoord.wire.channel import top_level_error as _top_level
@@ -207,9 +209,14 @@ class AdminClient:
         ``partitions`` None means every partition with a committed offset (``--all-topics``); a str is a whole
         topic. Refused (GroupNotEmptyError) unless the group is inactive everywhere it exists."""
         targets = self._reset_targets(group_id)
+        phase = self._migration_phase(group_id)
+        merged = self._effective_committed(group_id, phase) if phase is not None else None
         plans = []
         for kind in targets:
-            committed = {tp: o.offset for tp, o in self._committed(group_id, kind).items()}
+            # A migrating group is planned once, from what its readers see, and both stores get the result.
+            committed = (
+                merged if merged is not None else {tp: o.offset for tp, o in self._committed(group_id, kind).items()}
+            )
             wanted = sorted(committed) if partitions is None else self._expand_partitions(partitions, kind)
             everything = sorted(set(wanted) | set(spec.plan))
             starts = self._start_offsets(everything)
@@ -284,7 +291,25 @@ class AdminClient:
                     f"{' (legacy)' if description.kind == LEGACY else ''} is inactive, "
                     f"but the current state is {description.state}."
                 )
+        if self._migration_phase(group_id) is not None:
+            # An explicit rewind of a migrating group writes both stores, so no reader sees a regression.
+            return {COORDINATOR: located.get(COORDINATOR), LEGACY: located.get(LEGACY)}
         return dict(located) or {self._default_kind(): None}
+
+    def _migration_phase(self, group_id: str) -> Phase | None:
+        """The group's offset-migration phase (None: not migrating, or no ZooKeeper to ask)."""
+        if self.zookeeper_connect is None:
+            return None
+        state, _ = read_state(self._zookeeper(), self.root, group_id)
+        return None if state is None else state.phase
+
+    def _effective_committed(self, group_id: str, phase: Phase) -> dict[TopicPartition, int]:
+        """The offsets a member of a migrating group reads now (legacy rule of the phase: ZK, log or max)."""
+        zk = {tp: o.offset for tp, o in self._legacy_offsets(group_id).items()}
+        log = {tp: o.offset for tp, o in self._coordinator_offsets(group_id).items()}
+        rule = RULES[phase].legacy_member.reads
+        seen = {tp: read_offset(rule, zk.get(tp), log.get(tp)) for tp in sorted(set(zk) | set(log))}
+        return {tp: offset for tp, offset in seen.items() if offset >= 0}
 
     # -- coordinator groups ------------------------------------------------------------------------------------
 
