@@ -55,6 +55,7 @@ VALID = {
         member_id="",
         group_instance_id="i-1",
         retention_time_ms=-1,
+        if_greater=False,
         topics=[
             {
                 "name": "orders",
@@ -147,6 +148,7 @@ NULLABLE = {
         "group_instance_id": "str",
         "topics[0].partitions[1].committed_metadata": "str",
         "retention_time_ms": "int64",
+        "if_greater": "bool",  # an addition for backfills (docs/protocol.md)
     },
     "OffsetFetch": {"group_id": "str", "topics": "array"},
     "DeleteGroups": {"groups_names[1]": "str"},
@@ -160,6 +162,7 @@ WRONG_VALUES = {
     "int8": [128, -129, "0", 0.0, True],
     "int32": [2**31, -(2**31) - 1, "1", 1.0, True, [1]],
     "int64": [2**63, -(2**63) - 1, "1", 1.5, False],
+    "bool": [0, 1, "true", b"\x01", [True]],
     "array": ["x", {"a": 1}, 5, b"x"],
     "map": [5, "x", ["a"]],
 }
@@ -376,6 +379,7 @@ def test_normalized_fills_absent_fields_with_none_nested_too():
         "member_id": "",
         "group_instance_id": None,
         "retention_time_ms": -1,
+        "if_greater": None,
         "topics": [
             {"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 3, "committed_metadata": None}]}
         ],

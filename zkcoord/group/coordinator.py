@@ -806,7 +806,8 @@ class GroupCoordinator:
             if group.state == COMPLETING_REBALANCE:
                 return answer(E.REBALANCE_IN_PROGRESS)
             self._schedule_session(group, member, now_ms)
-        self._store_offsets(group, commits, request["retention_time_ms"], errors, answer, now_ms)
+        if_greater = bool(request["if_greater"])
+        self._store_offsets(group, commits, request["retention_time_ms"], errors, answer, now_ms, if_greater)
 
     def _partition_exists(self, tp: TopicPartition) -> bool:
         if self.topics is None:
@@ -822,13 +823,20 @@ class GroupCoordinator:
         errors: dict[TopicPartition, int],
         answer: Callable[..., None],
         now_ms: int,
+        if_greater: bool,
     ) -> None:
-        """§7.3: validate metadata sizes, mark pending, append one batch; the cache changes only on success."""
+        """§7.3: validate metadata sizes, mark pending, append one batch; the cache changes only on success.
+
+        ``if_greater`` (docs/protocol.md, for backfills): a partition whose cached offset is at least the one
+        committed, or that has a commit in flight, is left alone and answered 0.
+        """
         limit = self.config.offset_metadata_max_bytes
         valid = {}
         for tp, (offset, metadata) in commits.items():
             if _metadata_length(metadata) > limit:
                 errors[tp] = int(E.OFFSET_METADATA_TOO_LARGE)
+            elif if_greater and self._has_offset_at_least(group, tp, offset):
+                errors[tp] = int(E.NONE)
             else:
                 valid[tp] = (offset, metadata)
         if not valid:
@@ -857,6 +865,14 @@ class GroupCoordinator:
 
         records = [(OffsetCommitKey(group.group_id, tp.topic, tp.partition), value) for tp, value in values.items()]
         self._append(group.partition, records, on_complete)
+
+    @staticmethod
+    def _has_offset_at_least(group: Group, tp: TopicPartition, offset: int) -> bool:
+        """True when ``tp`` has a commit in flight (its outcome is unknown) or a cached offset ≥ ``offset``."""
+        if tp in group.pending_offsets:
+            return True
+        cached = group.offsets.get(tp)
+        return cached is not None and cached.offset >= offset
 
     def handle_offset_fetch(self, request: dict, respond: Responder, now_ms: int, client_host: str) -> None:
         group_id = request["group_id"]

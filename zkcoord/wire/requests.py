@@ -17,7 +17,7 @@ from zkcoord.errors import ErrorCode
 
 @dataclass(frozen=True, slots=True)
 class Scalar:
-    """A msgpack scalar: ``str``, ``bin`` or an int of Kafka's width (``int8``, ``int32``, ``int64``)."""
+    """A msgpack scalar: ``str``, ``bin``, ``bool`` or an int of Kafka's width (``int8``, ``int32``, ``int64``)."""
 
     name: str
 
@@ -48,6 +48,7 @@ FieldType = Scalar | Array | Struct
 
 STR = Scalar("str")
 BIN = Scalar("bin")
+BOOL = Scalar("bool")
 INT8 = Scalar("int8")
 INT32 = Scalar("int32")
 INT64 = Scalar("int64")
@@ -102,6 +103,8 @@ REQUEST_SCHEMAS: dict[str, Struct] = {
             _MEMBER_ID,
             _GROUP_INSTANCE_ID,
             Field("retention_time_ms", INT64, nullable=True),  # absent: -1, the server's default
+            # Not in wire-protocol.md §3: conditional commit for backfills (docs/protocol.md); absent: false.
+            Field("if_greater", BOOL, nullable=True),
             Field(
                 "topics",
                 Array(
@@ -210,6 +213,8 @@ def _scalar_ok(value: object, scalar: Scalar) -> bool:
         return type(value) is str
     if scalar.name == "bin":
         return type(value) is bytes
+    if scalar.name == "bool":
+        return type(value) is bool
     bound = _INT_RANGES[scalar.name]
     return type(value) is int and -bound <= value < bound
 
