@@ -76,6 +76,7 @@ class NodeMetrics:
             "loading_partitions": sorted(coordinator.loading),
             "offset_commits": self.offset_commits,
             "partition_load_time_max_ms": self.partition_load_time_max_ms,
+            "migration_mirror": self._node.migrations.mirror_stats(),
         }
 
     def collect(self):
@@ -113,6 +114,27 @@ class NodeMetrics:
             "owned_partitions", "Offsets partitions this node coordinates", value=len(snapshot["owned_partitions"])
         )
         yield GaugeMetricFamily("connections_open", "Open client connections", value=self._node.server.connections_open)
+        mirror = snapshot["migration_mirror"]
+        yield GaugeMetricFamily(
+            "migration_mirror_lag_partitions",
+            "Partitions whose accepted commit is not mirrored into ZooKeeper yet",
+            value=mirror["lag_partitions"],
+        )
+        yield GaugeMetricFamily(
+            "migration_mirror_lag_ms",
+            "Age of the oldest accepted commit not mirrored into ZooKeeper yet, ms",
+            value=mirror["lag_ms"],
+        )
+        yield CounterMetricFamily(
+            "migration_mirror_writes",
+            "ZooKeeper offsets the mirror raised to an accepted commit",
+            value=mirror["writes_total"],
+        )
+        yield CounterMetricFamily(
+            "migration_mirror_failures",
+            "Partition writes of the mirror that failed (each is retried)",
+            value=mirror["failures_total"],
+        )
 
 
 def serve_metrics(registry: CollectorRegistry, host: str, port: int):

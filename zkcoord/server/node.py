@@ -3,9 +3,11 @@
 Owns the runtime around :class:`~zkcoord.group.coordinator.GroupCoordinator`: real-clock timers, the
 appends it asks for (each on a greenlet, so the log's group commit batches them), loading and unloading
 offsets partitions as ZooKeeper elects this node or moves a partition away (with the epoch fence on
-disk), the topic-metadata watch, FindCoordinator/Metadata/ApiVersions, and metrics. Every entry into
-the state machine runs to completion without yielding, so one gevent hub serialises them: the "one serial
-queue per partition" of the design, with no locks.
+disk), the topic-metadata watch, FindCoordinator/Metadata/ApiVersions, metrics, and where offset migration
+(:mod:`zkcoord.server.migration`) meets the requests: JoinGroup's single-protocol check, OffsetFetch's MAX
+answer, the mirror of accepted OffsetCommits. Every entry into the state machine runs to completion without
+yielding, so one gevent hub serialises them: the "one serial queue per partition" of the design, with no
+locks. ZooKeeper is therefore read before a request enters the state machine or after it answered.
 
 IO: gevent, kazoo, files. Expects gevent's monkey-patching in the process entry point only.
 """
@@ -23,7 +25,7 @@ from kazoo.client import KazooClient
 
 from zkcoord.clock import SystemClock
 from zkcoord.errors import ErrorCode, FencedLeaderError, LogError
-from zkcoord.group.coordinator import AppendRequest, GroupCoordinator
+from zkcoord.group.coordinator import AppendRequest, GroupCoordinator, join_response
 from zkcoord.log.fence import EpochFence
 from zkcoord.log.loader import load_partition
 from zkcoord.log.partition import PartitionLog
@@ -31,6 +33,7 @@ from zkcoord.offsets.records import encode_record
 from zkcoord.server.config import NodeConfig
 from zkcoord.server.connection import WireServer
 from zkcoord.server.metrics import NodeMetrics
+from zkcoord.server.migration import GroupMigrations, ZooKeeperUnavailableError, accepted_offsets
 from zkcoord.wire.requests import metadata_response, supported_api_versions
 from zkcoord.zk import layout
 from zkcoord.zk.coordination import NodeRegistry, PartitionElection, ensure_partition_count
@@ -71,6 +74,7 @@ class CoordinatorNode:
         self.coordinator = GroupCoordinator(config.coordinator, self.clock.now_ms())
         self.logs: dict[int, PartitionLog] = {}
         self.epochs: dict[int, int] = {}
+        self.migrations = GroupMigrations(config.server.root, self.clock)
         self.metrics = NodeMetrics(self)
         self.server = WireServer(
             host,
@@ -95,6 +99,7 @@ class CoordinatorNode:
         server = self.config.server
         self.zk = make_kazoo_client(self.zookeeper, server.zookeeper_session_timeout_ms)
         self.zk.start(timeout=server.zookeeper_connection_timeout_ms / 1000)
+        self.migrations.start(self.zk)
         ensure_partition_count(self.zk, server.root, self.config.coordinator.offsets_topic_num_partitions)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.server.start()
@@ -135,6 +140,8 @@ class CoordinatorNode:
             self._unload(partition)
         self.coordinator.shutdown()
         self.server.stop(self.config.server.shutdown_timeout_ms / 1000)
+        # Commits answered until now are still owed to ZooKeeper: the mirror gets the same bound to catch up.
+        self.migrations.stop(self.config.server.shutdown_timeout_ms / 1000)
         gevent.killall(self._greenlets, timeout=1)
         if self.zk is not None:
             self.zk.stop()
@@ -148,6 +155,12 @@ class CoordinatorNode:
         api = request["api"]
         self.metrics.on_request(api)
         if self.coordinator.handles(api):
+            if api == "JoinGroup" and self._join_refused(request, respond):
+                return
+            if api == "OffsetCommit":
+                respond = self._mirroring(request, respond)
+            elif api == "OffsetFetch":
+                respond = self._with_zookeeper_offsets(request, respond)
             host = request.get("client_host") or ""
             self.coordinator.handle(request, respond, self.clock.now_ms(), f"/{host}" if host else "")
             self._after_entry()
@@ -159,6 +172,67 @@ class CoordinatorNode:
             respond(self._metadata(request["topics"]))
         else:
             respond({"error_code": int(ErrorCode.UNSUPPORTED_VERSION), "error_message": f"unknown api {api!r}"})
+
+    def _serves(self, group_id: str | None) -> bool:
+        """Whether the state machine would take ``group_id`` in now (else it answers 24, 15, 14 or 16 itself)."""
+        if not group_id or not self.coordinator.active:
+            return False
+        partition = self.coordinator.partition_for(group_id)
+        return partition in self.coordinator.owned and partition not in self.coordinator.loading
+
+    def _join_refused(self, request: dict, respond) -> bool:
+        """Single-protocol membership: answer 23 (or 15 if ZooKeeper cannot tell) instead of letting a member
+        join a group that ZooKeeper consumers run or whose offsets are not in the log yet."""
+        group_id, member_id = request["group_id"], request["member_id"]
+        if not self._serves(group_id):
+            return False
+        try:
+            refusal = self.migrations.join_refusal(group_id)
+        except ZooKeeperUnavailableError as error:
+            respond(join_response(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id, error_message=str(error)))
+            return True
+        if refusal is None:
+            return False
+        log.info("JoinGroup refused group=%s member=%s: %s", group_id, member_id, refusal)
+        respond(join_response(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id, error_message=refusal))
+        return True
+
+    def _mirroring(self, request: dict, respond):
+        """``respond``, then hand the commit's accepted partitions to the mirror (which never blocks)."""
+
+        def answered(response: dict) -> None:
+            respond(response)
+            self.migrations.on_commit_answered(request["group_id"], accepted_offsets(request, response))
+
+        return answered
+
+    def _with_zookeeper_offsets(self, request: dict, respond):
+        """``respond`` with ZooKeeper's larger offsets where the group's phase reads MAX; the coordinator's own
+        errors pass through. ZooKeeper is read on a greenlet of its own, after the state machine answered."""
+        group_id = request["group_id"]
+
+        def answered(response: dict) -> None:
+            if response["error_code"] != 0 or not self.migrations.fetch_may_read_zookeeper(group_id):
+                respond(response)
+            else:
+                gevent.spawn(self._answer_fetch, group_id, request["topics"], response, respond)
+
+        return answered
+
+    def _answer_fetch(self, group_id: str, topics: list[dict] | None, response: dict, respond) -> None:
+        try:
+            response = self.migrations.fetch_response(group_id, topics, response)
+        except ZooKeeperUnavailableError as error:
+            response = {
+                "error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
+                "error_message": str(error),
+                "topics": [],
+            }
+        except Exception:
+            # The connection waits for this answer: a bug must still answer it.
+            log.exception("OffsetFetch with ZooKeeper offsets failed group=%s", group_id)
+            response = {"error_code": int(ErrorCode.UNKNOWN_SERVER_ERROR), "topics": []}
+        respond(response)
 
     def _find_coordinator(self, key: str | None) -> dict:
         if key is None:
@@ -278,6 +352,7 @@ class CoordinatorNode:
 
     def _unload(self, partition: int) -> None:
         groups = self.coordinator.unload_partition(partition)
+        self.migrations.forget_where(lambda group_id: self.coordinator.partition_for(group_id) == partition)
         partition_log = self.logs.pop(partition, None)
         if partition_log is not None:
             try:
