@@ -18,7 +18,9 @@ def check(ctx, when):
         return ctx.phase_is(Phase.DUAL_WRITE)
     facts = ctx.facts()
     if when == "before_down":
-        return coordinator_members_present(facts)
+        return coordinator_members_present(
+            facts, "ZooKeeper-only readers would not see their commits: move them back to the legacy consumer first"
+        )
     return store_problems(Phase.ZK_ONLY, facts, "the log moved on while going down; run the command again")
 
 

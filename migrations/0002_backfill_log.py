@@ -5,14 +5,18 @@ offset is smaller) unless ``--allow-rewind``, which copies ZooKeeper's offsets o
 nothing: extra log offsets are harmless while readers take the larger of both stores.
 """
 
-from zkcoord.migration.phases import Phase, members_behind, store_problems
+from zkcoord.migration.phases import Phase, coordinator_members_present, members_behind, store_problems
 
 PHASE = Phase.DUAL_WRITE
 
 
 def check(ctx, when):
     if when == "before_up":
-        return ctx.phase_is(Phase.DUAL_WRITE)
+        return ctx.phase_is(Phase.DUAL_WRITE) + coordinator_members_present(
+            ctx.facts(stores=False),
+            "a backfill commits as the group's admin, which the coordinator accepts only while the group has "
+            "no members: run the backfill before moving members to the new client, or stop them for it",
+        )
     if when == "after_up":
         facts = ctx.facts()
         hint = "a live member may still commit to ZooKeeper only: " + ("; ".join(members_behind(facts)) or "none")

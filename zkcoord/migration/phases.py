@@ -247,15 +247,13 @@ def members_behind(facts: GroupFacts) -> list[str]:
     return reasons
 
 
-def coordinator_members_present(facts: GroupFacts) -> list[str]:
+def coordinator_members_present(facts: GroupFacts, why: str) -> list[str]:
+    """One line naming live coordinator members (up to five) and ``why`` they are in the way."""
     if not facts.coordinator_members:
         return []
     listed = ", ".join(sorted(facts.coordinator_members)[:5])
     more = len(facts.coordinator_members) - 5
-    return [
-        f"the group has live coordinator members ({listed}{f' and {more} more' if more > 0 else ''}); "
-        "ZooKeeper-only readers would not see their commits: move them back to the legacy consumer first"
-    ]
+    return [f"the group has live coordinator members ({listed}{f' and {more} more' if more > 0 else ''}); {why}"]
 
 
 def store_problems(phase: Phase, facts: GroupFacts, hint: str) -> list[str]:
