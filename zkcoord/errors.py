@@ -45,7 +45,7 @@ class ZooKeeperConnectionError(ZkcoordError):
 
 
 class CommitFailedError(ZkcoordError):
-    """An offset commit named a partition this member does not own, or ZooKeeper refused it."""
+    """An offset commit named a partition this member does not own, or ZooKeeper or the offsets log refused it."""
 
 
 class RebalanceInProgressError(CommitFailedError):
@@ -54,6 +54,19 @@ class RebalanceInProgressError(CommitFailedError):
     Retriable: the member may still own the partitions (cooperative); commit again once poll() completed the
     rebalance.
     """
+
+
+class CoordinatorMembersError(ZkcoordError):
+    """A legacy member may not join a group that coordinator (new-client) members run: one protocol per group."""
+
+    def __init__(self, group: str, state: str, member_ids: list[str]):
+        self.group, self.state, self.member_ids = group, state, list(member_ids)
+        example = f"e.g. member {member_ids[0]}" if member_ids else "no member listed yet"
+        super().__init__(
+            f"group {group!r} is run by coordinator (new-client) members ({len(member_ids)} live, {example}; "
+            f"group state {state}): a legacy ZooKeeper member cannot join it; stop those members, or follow "
+            "docs/migration.md to move the group between the protocols"
+        )
 
 
 class ConsumerTimeoutError(ZkcoordError):

@@ -4,11 +4,13 @@ import os
 import re
 from dataclasses import dataclass
 
+from zkcoord.client.bootstrap import parse_bootstrap_servers
 from zkcoord.config import kafka_field
 from zkcoord.errors import ConfigError
-from zkcoord.zk.layout import is_legal_name
+from zkcoord.zk.layout import DEFAULT_ROOT, is_legal_name
 
 OFFSETS_STORAGE_ZOOKEEPER = "zookeeper"
+OFFSETS_STORAGE_KAFKA = "kafka"  # the coordinator's offsets log, reached over the wire protocol
 AUTO_OFFSET_RESET_SMALLEST = "smallest"
 AUTO_OFFSET_RESET_LARGEST = "largest"
 
@@ -36,9 +38,37 @@ class LegacyConsumerConfig:
     auto_commit_enable: bool = kafka_field("auto.commit.enable", True)
     auto_commit_interval_ms: int = kafka_field("auto.commit.interval.ms", 60000)
     exclude_internal_topics: bool = kafka_field("exclude.internal.topics", True)
-    offsets_storage: str = kafka_field("offsets.storage", OFFSETS_STORAGE_ZOOKEEPER)
+    offsets_storage: str = kafka_field(
+        "offsets.storage",
+        OFFSETS_STORAGE_ZOOKEEPER,
+        "zookeeper or kafka (the coordinator's offsets log), lower-cased; the group's migration phase, once it "
+        "has one, wins over it (docs/legacy.md)",
+    )
+    dual_commit_enabled: bool | None = kafka_field(
+        "dual.commit.enabled",
+        None,
+        "with offsets.storage=kafka, also write ZooKeeper for each partition the log accepted and read the "
+        "larger of both offsets; defaults to true with kafka storage, else false (ignored for zookeeper)",
+    )
     offsets_commit_max_retries: int = kafka_field("offsets.commit.max.retries", 5, "commit retries at shutdown")
-    offsets_channel_backoff_ms: int = kafka_field("offsets.channel.backoff.ms", 1000)
+    offsets_channel_backoff_ms: int = kafka_field(
+        "offsets.channel.backoff.ms", 1000, "gap between tries of a log commit or fetch and between coordinator lookups"
+    )
+    offsets_channel_socket_timeout_ms: int = kafka_field(
+        "offsets.channel.socket.timeout.ms",
+        10000,
+        "socket timeout towards coordinator nodes, and how long one log request keeps looking the coordinator up",
+    )
+    bootstrap_servers: str | None = kafka_field(
+        "bootstrap.servers",
+        None,
+        "zkcoord: coordinator nodes as host:port[,host:port]; when unset they are discovered under zkcoord.root",
+    )
+    zkcoord_root: str = kafka_field(
+        "zkcoord.root",
+        DEFAULT_ROOT,
+        "zkcoord: ZooKeeper path of zkcoord's own data (coordinator nodes, migration state, advertisements)",
+    )
     auto_offset_reset: str = kafka_field(
         "auto.offset.reset", AUTO_OFFSET_RESET_LARGEST, "smallest or largest: where to start without a valid offset"
     )
@@ -63,12 +93,21 @@ class LegacyConsumerConfig:
         if self.rebalance_max_retries < 1:
             raise ConfigError("rebalance.max.retries must be >= 1")
         storage = self.offsets_storage.lower()
-        if storage != OFFSETS_STORAGE_ZOOKEEPER:
-            raise ConfigError(
-                f"offsets.storage={self.offsets_storage!r}: the legacy consumer supports only 'zookeeper' "
-                "for now ('kafka' and dual commit come with offsets migration)"
-            )
+        if storage not in (OFFSETS_STORAGE_ZOOKEEPER, OFFSETS_STORAGE_KAFKA):
+            raise ConfigError(f"offsets.storage={self.offsets_storage!r}: use zookeeper or kafka (0.8.2 names)")
         object.__setattr__(self, "offsets_storage", storage)
+        if self.dual_commit_enabled is None:  # Kafka's default follows the storage
+            object.__setattr__(self, "dual_commit_enabled", storage == OFFSETS_STORAGE_KAFKA)
+        if self.offsets_commit_max_retries < 0:
+            raise ConfigError("offsets.commit.max.retries must be >= 0")
+        if self.offsets_channel_backoff_ms < 0:
+            raise ConfigError("offsets.channel.backoff.ms must be >= 0")
+        if self.offsets_channel_socket_timeout_ms < 1:
+            raise ConfigError("offsets.channel.socket.timeout.ms must be >= 1")
+        if self.bootstrap_servers:  # empty, as from a properties file line without a value: unset
+            parse_bootstrap_servers(self.bootstrap_servers)
+        if not self.zkcoord_root.startswith("/"):
+            raise ConfigError(f"zkcoord.root={self.zkcoord_root!r} must be an absolute znode path")
         reset = self.auto_offset_reset.lower()
         if reset not in (AUTO_OFFSET_RESET_SMALLEST, AUTO_OFFSET_RESET_LARGEST):
             raise ConfigError(f"auto.offset.reset={self.auto_offset_reset!r}: use smallest or largest (0.8.2 names)")
@@ -87,3 +126,8 @@ class LegacyConsumerConfig:
     @property
     def effective_client_id(self) -> str:
         return self.client_id or self.group_id
+
+    @property
+    def dual_commit(self) -> bool:
+        """Dual commit as 0.8.2 applies it: only with kafka storage."""
+        return self.offsets_storage == OFFSETS_STORAGE_KAFKA and bool(self.dual_commit_enabled)

@@ -6,6 +6,10 @@ that holds the caller's hub or burns CPU cannot starve the session. Public metho
 hand their work to that thread. Rebalance-listener callbacks run in that hub's native thread pool: they
 may block, and the member keeps answering ZooKeeper meanwhile.
 
+Offsets go to ZooKeeper, to the coordinator's offsets log, or both (§5): the group's migration phase,
+watched from startup, wins over ``offsets.storage``/``dual.commit.enabled`` (:mod:`zkcoord.legacy.offsets`).
+Log requests use gevent sockets on the same hub, so they never block it.
+
 Records reach the application through :class:`KafkaStream` (0.8.2's KafkaStream and ConsumerIterator),
 iterated in user threads that fetch from the member's :class:`~zkcoord.sources.RecordSource` themselves.
 Ownership and consumed positions belong to the hub thread; each stream sees its share through a view the
@@ -24,27 +28,36 @@ from typing import Any, Protocol
 import gevent
 import gevent.event
 import gevent.lock
+import gevent.socket
 from gevent import monkey
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 from kazoo.protocol.states import EventType, KazooState
 
 from zkcoord.assign.legacy import ROUNDROBIN, hash_ties, legacy_assignment, roundrobin_listing, thread_id
+from zkcoord.client.bootstrap import Address, discover_nodes, parse_bootstrap_servers
 from zkcoord.clock import SystemClock
 from zkcoord.config import build_config
 from zkcoord.errors import (
     CommitFailedError,
     ConsumerRebalanceFailedError,
     ConsumerTimeoutError,
+    CoordinatorMembersError,
+    CoordinatorResponseError,
+    ErrorCode,
     OffsetOutOfRangeError,
     SourceError,
     ZkcoordError,
     ZooKeeperConnectionError,
 )
 from zkcoord.legacy.config import AUTO_OFFSET_RESET_SMALLEST, LegacyConsumerConfig
+from zkcoord.legacy.offsets import INACTIVE_STATES, LogOffsets, LogUnavailableError, OffsetsMode, mode_for
 from zkcoord.legacy.subscription import TopicFilter, expand, registration_for
 from zkcoord.legacy.trace import TraceSink, make_event
+from zkcoord.migration.phases import LOG, ZK, MigrationState, read_offset
+from zkcoord.migration.store import advertise, watch_state
 from zkcoord.model import TopicPartition
 from zkcoord.sources import Record, RecordSource, SyntheticSource
+from zkcoord.wire.channel import INITIAL_BACKOFF_S, CoordinatorChannel
 from zkcoord.zk import layout
 from zkcoord.zk.layout import ZnodeDecodeError
 from zkcoord.zk.session import HubThread, make_kazoo_client
@@ -67,6 +80,13 @@ class RebalanceListener(Protocol):
     def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None: ...
 
 
+def _error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return f"error {code}"
+
+
 def make_consumer_id(group: str, configured: str | None, now_ms: int) -> str:
     """ZKCC ``consumerIdString``: ``group_consumer.id`` or ``group_host-ms-hex8`` (§2.1)."""
     if configured:
@@ -79,7 +99,7 @@ def make_consumer_id(group: str, configured: str | None, now_ms: int) -> str:
 class _Owned:
     thread_id: str
     position: int  # the consumed offset: next offset to consume (§1.6)
-    checkpointed: int  # last value written to or read from ZooKeeper
+    checkpointed: int | None  # last value written to or read from ZooKeeper; None: not known
 
 
 class _Ops:
@@ -278,6 +298,14 @@ class LegacyConsumer:
         self._sinks: tuple[TraceSink, ...] = (trace,) if callable(trace) else tuple(trace)
         self._group = self.config.group_id
         self._own_path = layout.consumer_path(self._group, self.consumer_id)
+        self._root = self.config.zkcoord_root
+        self._bootstrap = (
+            parse_bootstrap_servers(self.config.bootstrap_servers) if self.config.bootstrap_servers else None
+        )
+        self._mode: OffsetsMode | None = None  # set by the migration-state watch at startup
+        self._log: LogOffsets | None = None
+        self._stop_state_watch = None
+        self._registered = False
         self._io: HubThread | None = None
         self._zk = None
         self._registry: dict[TopicPartition, _Owned] = {}
@@ -399,7 +427,11 @@ class LegacyConsumer:
         self._call(lambda: self._set_position(partition, int(offset)))
 
     def commit(self, offsets: Mapping[TopicPartition, int] | None = None) -> None:
-        """Write changed positions to ``/consumers/<g>/offsets`` (§5.1); ``offsets`` are set first."""
+        """Commit the positions where the member's offsets mode says (§5.1); ``offsets`` are set first.
+
+        ZooKeeper gets only changed positions; the log gets every owned position (KAFKA-1510). Raises
+        :class:`~zkcoord.errors.CommitFailedError` when the log refused a partition or did not answer.
+        """
 
         def commit():
             for partition, offset in (offsets or {}).items():
@@ -409,16 +441,24 @@ class LegacyConsumer:
         self._call(commit)
 
     def committed(self, partition: TopicPartition) -> int | None:
-        """The offset stored in ZooKeeper for ``partition`` (None when there is none)."""
+        """The committed offset of ``partition`` as the member's read rule sees it (ZooKeeper, the log, or the
+        larger of both); None when there is none."""
+        partition = TopicPartition(*partition)
 
         def read():
-            path = layout.offset_path(self._group, *partition)
-            try:
-                return layout.decode_offset(path, self._zk.get(path)[0])
-            except NoNodeError:
-                return None
+            with self._offsets_lock:
+                reads = self._mode.reads
+                zk = self._read_zk_offsets([partition], _Ops())[partition] if reads != LOG else None
+                logged = self._log.fetch([partition])[partition] if reads != ZK else None
+            offset = read_offset(reads, zk, logged)
+            return None if offset < 0 else offset
 
         return self._call(read)
+
+    @property
+    def offsets_mode(self) -> OffsetsMode | None:
+        """Where the member commits and reads offsets now (None before :meth:`start`)."""
+        return self._mode
 
     def _call(self, fn):
         if self._io is None or self._closed:
@@ -458,9 +498,26 @@ class LegacyConsumer:
 
     def _startup(self) -> None:
         self._rebalance_lock = gevent.lock.Semaphore()
+        # Held by every commit, fetch and advertisement write: the log channel serves one request at a
+        # time, and a new mode is advertised only once no commit or fetch of the old one is under way.
+        self._offsets_lock = gevent.lock.Semaphore()
+        self._advert_wanted = gevent.event.Event()
         self._rebalance_requested = gevent.event.Event()
         self._stopping = gevent.event.Event()
         self._pending_reasons: set[str] = set()
+        backoff_s = self.config.offsets_channel_backoff_ms / 1000.0
+        channel = CoordinatorChannel(
+            self._coordinator_addresses,
+            self.config.effective_client_id,
+            self.config.offsets_channel_socket_timeout_ms,
+            unavailable=LogUnavailableError,
+            error_for=lambda code, message: CoordinatorResponseError(code, message or ""),
+            sleep=gevent.sleep,
+            create_connection=gevent.socket.create_connection,
+            initial_backoff_s=min(INITIAL_BACKOFF_S, backoff_s),
+            max_backoff_s=backoff_s,
+        )
+        self._log = LogOffsets(channel, self._group)
         self._zk = make_kazoo_client(self.config.zookeeper_connect, self.config.zookeeper_session_timeout_ms)
         self._zk.add_listener(self._on_session_state)
         try:
@@ -473,11 +530,15 @@ class LegacyConsumer:
         if self._closing:  # closed while connecting: leave no session behind
             self._zk.stop()
             raise ZkcoordError("the consumer was closed while starting")
+        self._stop_state_watch = watch_state(self._zk, self._root, self._group, self._on_migration_state)
+        self._check_no_coordinator_members()
         self._register()
+        self._advertise()
         if self._filter is not None:
             self._wildcard_topics = self._allowed_topics()
         self._arm_watches()
         self._greenlets.append(gevent.spawn(self._rebalance_loop))
+        self._greenlets.append(gevent.spawn(self._advertise_loop))
         if self.config.auto_commit_enable:
             self._greenlets.append(gevent.spawn(self._auto_commit_loop))
         if not self._synced_rebalance("startup"):
@@ -498,6 +559,9 @@ class LegacyConsumer:
                 self._commit_with_retries()
             self._registry.clear()
             self._publish_assignment()
+            if self._stop_state_watch is not None:
+                self._stop_state_watch()
+            self._log.close()
             self._zk.stop()
             self._zk.close()
         self._emit("legacy.closed")
@@ -526,6 +590,7 @@ class LegacyConsumer:
                 self._stopping.wait(self.config.backoff_ms / 1000.0)
                 continue
             if registered:
+                self._registered = True
                 self._emit("legacy.registered", registration=data.decode("utf-8"), session_id=self._zk.client_id[0])
                 return
             log.info(
@@ -548,6 +613,82 @@ class LegacyConsumer:
                 return self._create_registration(data)
         # Ours if identical (a create whose reply was lost), or if this very session wrote it.
         return existing == data or stat.ephemeralOwner == self._zk.client_id[0]
+
+    # ---- offsets mode, advertisement, coordinator members ------------------------------------------
+
+    def _coordinator_addresses(self) -> list[Address]:
+        if self._bootstrap is not None:
+            return list(self._bootstrap)
+        return discover_nodes(self._zk, self._root)
+
+    def _on_migration_state(self, state: MigrationState | None) -> None:
+        """The group's migration state, now and on each change (a kazoo callback): switch the mode at once, so
+        the next commit or fetch follows it, then have the advertisement say so."""
+        if self._closing:
+            return
+        mode = mode_for(self.config.offsets_storage, self.config.dual_commit, state)
+        previous = self._mode
+        if mode == previous:
+            return
+        self._mode = mode
+        if previous is not None and mode.rule != previous.rule:
+            # ZooKeeper may have moved while this member did not write it (the coordinator's mirror, a copy
+            # step): the next ZooKeeper write covers every position.
+            for owned in self._registry.values():
+                owned.checkpointed = None
+        log.info(
+            "offsets mode member=%s: follows %s%s",
+            self.consumer_id,
+            mode.describe(),
+            "" if previous is None else f" (was {previous.describe()})",
+        )
+        self._emit("legacy.offsets_mode", **mode.trace_fields())
+        self._advert_wanted.set()
+
+    def _advertise(self) -> bool:
+        """Write the advertisement of the mode in force, once no commit or fetch of an older mode is under way
+        (so an epoch is advertised only when the member follows it). False if it could not be written now."""
+        if not self._registered:
+            return False  # the 0.8.2 registration comes first; re-registration writes it again
+        self._advert_wanted.clear()
+        try:
+            with self._offsets_lock:
+                advertise(self._zk, self._root, self._group, self.consumer_id, self._mode.advert())
+        except KazooException as error:
+            log.warning("cannot write the advertisement member=%s error=%r; retrying", self.consumer_id, error)
+            self._advert_wanted.set()
+            return False
+        return True
+
+    def _advertise_loop(self) -> None:
+        while True:
+            self._advert_wanted.wait()
+            if not self._advertise():
+                self._stopping.wait(self.config.backoff_ms / 1000.0)
+
+    def _check_no_coordinator_members(self) -> None:
+        """Refuse a group that coordinator (new-client) members run: a group speaks one protocol at a time.
+
+        Asked only where coordinator nodes are configured or registered. If none answers, a member that
+        keeps its offsets in ZooKeeper only goes on (a pure ZooKeeper deployment has no coordinator);
+        one that needs the log cannot work and fails.
+        """
+        if not self._coordinator_addresses():
+            log.debug("no coordinator node under %s; group %s has no coordinator members", self._root, self._group)
+            return
+        try:
+            with self._offsets_lock:
+                state, members = self._log.describe()
+        except LogUnavailableError as error:
+            if self._mode.uses_log:
+                raise LogUnavailableError(
+                    f"{error}; this member keeps offsets in the log (it follows {self._mode.describe()}) "
+                    "and cannot start without the group's coordinator"
+                ) from None
+            log.debug("no coordinator node answered; not checking for coordinator members: %s", error)
+            return
+        if members or state not in INACTIVE_STATES:
+            raise CoordinatorMembersError(self._group, state, members)
 
     # ---- watches (kazoo callbacks: only enqueue) ---------------------------------------------------
 
@@ -631,6 +772,7 @@ class LegacyConsumer:
             # The session, and with it every owner znode, is gone: forget them before a new session
             # could make the old registry look owned again.
             self._session_lost = True
+            self._registered = False
             self._lost_partitions.extend(self._registry)
             self._registry.clear()
             self._held.clear()
@@ -657,6 +799,7 @@ class LegacyConsumer:
             if lost:
                 self._run_listener("on_partitions_revoked", lost)
             self._register()
+            self._advertise()  # the advertisement died with the old session too
             self._arm_watches()
         self._synced_rebalance("session-expired")
 
@@ -680,7 +823,10 @@ class LegacyConsumer:
     def _auto_commit_loop(self) -> None:
         interval = self.config.auto_commit_interval_ms / 1000.0
         while not self._stopping.wait(interval):
-            self._commit_quietly()
+            # Not during a rebalance: a log commit waits on the network, and one that landed after the
+            # release could overwrite what the partition's next owner committed meanwhile.
+            with self._rebalance_lock:
+                self._commit_quietly()
 
     def _commit_quietly(self) -> bool:
         """One commit try that logs a failure instead of raising (auto-commit makes one try, §5.1)."""
@@ -764,7 +910,7 @@ class LegacyConsumer:
             return "no-brokers", [], []
         self._detach_streams()  # closeFetchers: the streams stop, so the commit covers all they handed out
         if self.config.auto_commit_enable:
-            self._commit_changed(ops)  # commit before release so the next owner starts where we stopped
+            self._commit_before_release(ops)  # so the next owner starts where we stopped
         released = sorted(self._registry)
         if released:
             self._run_listener("on_partitions_revoked", released)
@@ -791,7 +937,7 @@ class LegacyConsumer:
         except BaseException:
             self._delete_confirmed(claimed, ops)
             raise
-        self._registry = {tp: _Owned(wanted[tp], offsets[tp], offsets[tp]) for tp in sorted(wanted)}
+        self._registry = {tp: _Owned(wanted[tp], *offsets[tp]) for tp in sorted(wanted)}
         self._publish_assignment()
         if wanted:
             self._run_listener("on_partitions_assigned", sorted(wanted))
@@ -945,7 +1091,18 @@ class LegacyConsumer:
                 result.get()  # a failure propagates and the partition stays uncertain
             self._uncertain.discard(tp)
 
-    def _fetch_offsets(self, partitions: Sequence[TopicPartition], ops: _Ops) -> dict[TopicPartition, int]:
+    def _fetch_offsets(
+        self, partitions: Sequence[TopicPartition], ops: _Ops
+    ) -> dict[TopicPartition, tuple[int, int | None]]:
+        """``(offset to start from, ZooKeeper's offset if it was read)`` per partition, as the read rule says:
+        ZooKeeper, the log, or the larger of both (§5.2)."""
+        with self._offsets_lock:
+            reads = self._mode.reads
+            zk = self._read_zk_offsets(partitions, ops) if reads != LOG else {}
+            logged = self._fetch_log_offsets(partitions) if reads != ZK else {}
+        return {tp: (read_offset(reads, zk.get(tp), logged.get(tp)), zk.get(tp)) for tp in partitions}
+
+    def _read_zk_offsets(self, partitions: Sequence[TopicPartition], ops: _Ops) -> dict[TopicPartition, int]:
         pending = {tp: self._zk.get_async(layout.offset_path(self._group, *tp)) for tp in partitions}
         ops.add(len(pending))
         offsets = {}
@@ -956,10 +1113,78 @@ class LegacyConsumer:
                 offsets[tp] = -1
         return offsets
 
+    def _fetch_log_offsets(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+        """OffsetFetch until it succeeds; shutdown, a new session or a new offsets mode (which may not read the
+        log at all) ends the attempt instead (§5.2)."""
+        mode = self._mode
+        while True:
+            try:
+                return self._log.fetch(partitions)
+            except LogUnavailableError as error:
+                problem = error
+            if self._mode != mode:
+                raise ZkcoordError(f"the offsets mode changed while the log did not answer; {problem}")
+            if not self._stopping.is_set() and not self._new_session_pending:
+                log.warning(
+                    "offset fetch from the log failed member=%s error=%s; retrying in %d ms",
+                    self.consumer_id,
+                    problem,
+                    self.config.offsets_channel_backoff_ms,
+                )
+                self._stopping.wait(self.config.offsets_channel_backoff_ms / 1000.0)
+            if self._stopping.is_set() or self._new_session_pending:
+                raise ZkcoordError(
+                    f"offset fetch from the log given up: the member is closing or re-registering; {problem}"
+                )
+
+    def _commit_before_release(self, ops: _Ops) -> None:
+        """ZooKeeper errors fail the attempt, as in 0.8.2; a failed commit to the log is logged and the release
+        goes on, as 0.8.2's ``commitOffsets`` returns without throwing (the next owner may repeat records)."""
+        try:
+            self._commit_changed(ops)
+        except CommitFailedError as error:
+            log.warning("offset commit before release failed member=%s error=%s", self.consumer_id, error)
+
     def _commit_changed(self, ops: _Ops) -> None:
-        """ZK offset storage: write only positions that differ from the last checkpoint (§5.1)."""
+        """Commit the registry's positions where the mode in force says (§5.1); raises if the try failed.
+
+        ZooKeeper only: positions that differ from the checkpoint. With the log: every position (KAFKA-1510),
+        then, with dual commit, ZooKeeper for the changed ones the log accepted. A partition without a
+        position (-1: nothing committed, nothing consumed yet) is not committed anywhere.
+        """
+        with self._offsets_lock:
+            mode = self._mode
+            positions = {tp: (owned, owned.position) for tp, owned in self._registry.items() if owned.position >= 0}
+            if not mode.writes_log:
+                self._write_checkpointed(positions, ops)
+                return
+            if not positions:
+                return
+            try:
+                codes = self._log.commit({tp: position for tp, (_, position) in positions.items()})
+            except (KazooException, ZkcoordError) as error:
+                raise CommitFailedError(f"offset commit to the log failed: {error}") from error
+            if mode.writes_zk:
+                accepted = {tp: positions[tp] for tp, code in codes.items() if code == 0}
+                try:
+                    self._write_checkpointed(accepted, ops)
+                except KazooException as error:
+                    raise CommitFailedError(
+                        f"offsets accepted by the log but not written to ZooKeeper: {error}"
+                    ) from error
+            refused = {tp: code for tp, code in codes.items() if code}
+            if refused:
+                raise CommitFailedError(
+                    f"the log refused offsets of {len(refused)} partition(s): "
+                    + ", ".join(
+                        f"{tp.topic}-{tp.partition} {_error_name(code)}" for tp, code in sorted(refused.items())
+                    )
+                )
+
+    def _write_checkpointed(self, positions: Mapping[TopicPartition, tuple[_Owned, int]], ops: _Ops) -> None:
+        """Write to ZooKeeper the positions that differ from their checkpoint, then move the checkpoint."""
         changed = {
-            tp: (owned, owned.position) for tp, owned in self._registry.items() if owned.position != owned.checkpointed
+            tp: (owned, position) for tp, (owned, position) in positions.items() if position != owned.checkpointed
         }
         if not changed:
             return
