@@ -112,18 +112,20 @@ class Node:
         )
         return {(t["name"], p["partition_index"]): p["error_code"] for t in response["topics"] for p in t["partitions"]}
 
-    def fetch(self, group: str, partitions: list[tuple[str, int]] | None) -> dict:
+    def fetch(self, group: str, partitions: list[tuple[str, int]] | None, **extra) -> dict:
         """OffsetFetch of ``partitions`` (None: all); the whole response."""
         if partitions is None:
-            return self.client.call("OffsetFetch", group_id=group, topics=None)
+            return self.client.call("OffsetFetch", group_id=group, topics=None, **extra)
         topics: dict[str, list[int]] = {}
         for topic, partition in partitions:
             topics.setdefault(topic, []).append(partition)
         asked = [{"name": name, "partition_indexes": indexes} for name, indexes in topics.items()]
-        return self.client.call("OffsetFetch", group_id=group, topics=asked)
+        return self.client.call("OffsetFetch", group_id=group, topics=asked, **extra)
 
-    def fetched(self, group: str, partitions: list[tuple[str, int]] | None) -> dict[tuple[str, int], tuple[int, str]]:
-        response = self.fetch(group, partitions)
+    def fetched(
+        self, group: str, partitions: list[tuple[str, int]] | None, **extra
+    ) -> dict[tuple[str, int], tuple[int, str]]:
+        response = self.fetch(group, partitions, **extra)
         assert response["error_code"] == 0, response
         assert all(p["error_code"] == 0 for t in response["topics"] for p in t["partitions"]), response
         return {
@@ -316,6 +318,8 @@ def test_offset_fetch_answers_the_larger_of_zookeeper_and_the_log_in_max_phases(
         ("t", 2): (7, "m7"),
         ("u", 2): (9, ""),
     }
+    # Migration tools compare the stores, so they ask for the log alone (docs/protocol.md, log_only).
+    assert node.fetched("g", None, log_only=True) == {("t", 1): (50, "m50"), ("t", 2): (7, "m7")}
 
 
 def test_offset_fetch_reads_the_log_alone_in_log_primary(node, zk):

@@ -66,7 +66,9 @@ VALID = {
             }
         ],
     ),
-    "OffsetFetch": request("OffsetFetch", group_id="g", topics=[{"name": "orders", "partition_indexes": [0, 1]}]),
+    "OffsetFetch": request(
+        "OffsetFetch", group_id="g", topics=[{"name": "orders", "partition_indexes": [0, 1]}], log_only=False
+    ),
     "DescribeGroups": request("DescribeGroups", groups=["g", "h"]),
     "ListGroups": request("ListGroups", states_filter=["Stable"]),
     "DeleteGroups": request("DeleteGroups", groups_names=["g", "h"]),
@@ -150,7 +152,7 @@ NULLABLE = {
         "retention_time_ms": "int64",
         "if_greater": "bool",  # an addition for backfills (docs/protocol.md)
     },
-    "OffsetFetch": {"group_id": "str", "topics": "array"},
+    "OffsetFetch": {"group_id": "str", "topics": "array", "log_only": "bool"},  # log_only: for migration tools
     "DeleteGroups": {"groups_names[1]": "str"},
     "ListGroups": {"states_filter": "array"},
     "OffsetDelete": {"group_id": "str"},
@@ -404,6 +406,7 @@ def test_normalized_keeps_nil_lists_and_header():
         "client_id": None,
         "group_id": None,
         "topics": None,
+        "log_only": None,
     }
 
 

@@ -98,7 +98,9 @@ def log_offsets(channel: CoordinatorChannel, groups: list[str]) -> dict[str, dic
             found[group] = fetch_log_offsets(channel, group)
     for address, members in by_node.items():
         try:
-            answers = channel.pipeline(address, [("OffsetFetch", {"group_id": g, "topics": None}) for g in members])
+            answers = channel.pipeline(
+                address, [("OffsetFetch", {"group_id": g, "topics": None, "log_only": True}) for g in members]
+            )
         except Unreachable:
             answers = [None] * len(members)
         for group, answer in zip(members, answers, strict=True):
@@ -119,8 +121,8 @@ def _pipeline_any(channel: CoordinatorChannel, requests: list[tuple[str, dict]])
 
 
 def fetch_log_offsets(channel: CoordinatorChannel, group: str) -> dict[Partition, int]:
-    """Every offset the group's coordinator holds for it (OffsetFetch for all partitions)."""
-    answer, _ = channel.call_coordinator(group, "OffsetFetch", group_id=group, topics=None)
+    """Every offset the group's log holds (OffsetFetch for all partitions, ``log_only``: not the max with ZooKeeper)."""
+    answer, _ = channel.call_coordinator(group, "OffsetFetch", group_id=group, topics=None, log_only=True)
     return offsets_in(group, answer)
 
 

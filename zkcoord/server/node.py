@@ -207,12 +207,17 @@ class CoordinatorNode:
         return answered
 
     def _with_zookeeper_offsets(self, request: dict, respond):
-        """``respond`` with ZooKeeper's larger offsets where the group's phase reads MAX; the coordinator's own
-        errors pass through. ZooKeeper is read on a greenlet of its own, after the state machine answered."""
+        """``respond`` with ZooKeeper's larger offsets where the group's phase reads MAX (unless the request asks
+        for the log alone); the coordinator's own errors pass through. ZooKeeper is read on a greenlet of its
+        own, after the state machine answered."""
         group_id = request["group_id"]
 
         def answered(response: dict) -> None:
-            if response["error_code"] != 0 or not self.migrations.fetch_may_read_zookeeper(group_id):
+            if (
+                response["error_code"] != 0
+                or request["log_only"]
+                or not self.migrations.fetch_may_read_zookeeper(group_id)
+            ):
                 respond(response)
             else:
                 gevent.spawn(self._answer_fetch, group_id, request["topics"], response, respond)

@@ -137,6 +137,8 @@ REQUEST_SCHEMAS: dict[str, Struct] = {
                 Array(Struct((Field("name", STR), Field("partition_indexes", Array(INT32))))),
                 nullable=True,
             ),
+            # Not in wire-protocol.md §3: the log's own offsets for migration tools (docs/protocol.md).
+            Field("log_only", BOOL, nullable=True),
         )
     ),
     "DescribeGroups": Struct((Field("groups", Array(STR)),)),
