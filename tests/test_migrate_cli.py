@@ -1,0 +1,132 @@
+"""``zkcoord migrate`` as an operator runs it, against real ZooKeeper and a coordinator node process."""
+
+import json
+
+import pytest
+from cluster_support import Cluster
+from legacy_support import prepare_cluster
+
+from zkcoord.cli import main
+from zkcoord.migration import store
+from zkcoord.migration.phases import Phase
+from zkcoord.zk import layout
+from zkcoord.zk.offsets import read_group_offsets, write_offsets
+
+NODE_OVERRIDES = {
+    "offsets.topic.num.partitions": 2,
+    "group.initial.rebalance.delay.ms": 0,
+    "group.min.session.timeout.ms": 10,
+    "zookeeper.session.timeout.ms": 4000,
+}
+
+
+@pytest.fixture
+def node(zk, zk_connect, tmp_path):
+    prepare_cluster(zk, {"t": 4})
+    with Cluster(zk_connect, tmp_path / "log", tmp_path, NODE_OVERRIDES) as nodes:
+        nodes.start([1])
+        nodes.wait_balanced(zk)
+        yield nodes
+
+
+def run(capsys, zk_connect, *args):
+    code = main(["migrate", *args, "--zookeeper", zk_connect])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def state_of(zk, group="g"):
+    return store.read_state(zk, layout.DEFAULT_ROOT, group)[0]
+
+
+def test_status_plan_and_dry_run_change_nothing(node, zk, zk_connect, capsys):
+    write_offsets(zk, "g", {("t", p): 10 + p for p in range(4)})
+    code, out, _ = run(capsys, zk_connect, "status", "--group", "g")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].split() == ["GROUP", "PHASE", "EPOCH", "APPLIED", "UNDER-WAY", "NEXT", "LEGACY-MEMBERS",
+                                "COORDINATOR-MEMBERS"]  # fmt: skip
+    assert lines[1].split() == ["g", "ZK_ONLY", "0", "-", "-", "0001_dual_commit", "0", "0"]
+    code, out, _ = run(capsys, zk_connect, "plan", "--group", "g", "--to", "0002_backfill_log")
+    assert code == 0 and out.splitlines() == [
+        "group g: 0001_dual_commit up: Dual commit: members write the log, then ZooKeeper; everyone reads the "
+        "larger of the two.",
+        "group g: 0002_backfill_log up: Backfill the log from ZooKeeper: copy each ZooKeeper offset the log "
+        "lacks or holds an older one of.",
+    ]
+    code, out, _ = run(capsys, zk_connect, "up", "--group", "g", "--dry-run")
+    assert code == 0 and "would run 0001_dual_commit up" in out
+    assert state_of(zk) is None  # a dry run writes nothing
+
+
+def test_up_backfills_and_verify_reports_each_partition(node, zk, zk_connect, capsys):
+    write_offsets(zk, "g", {("t", p): 10 + p for p in range(4)})
+    code, out, err = run(capsys, zk_connect, "up", "--group", "g", "--to", "0002_backfill_log")
+    assert code == 0, err
+    assert "backfilling 4 of 4 partition(s)" in out
+    state = state_of(zk)
+    assert (state.phase, state.epoch, state.applied) == (Phase.DUAL_WRITE, 1, ("0001_dual_commit", "0002_backfill_log"))
+    code, out, _ = run(capsys, zk_connect, "verify", "--group", "g", "--json")
+    assert code == 0
+    [group] = json.loads(out)
+    assert group["counts"] == {"match": 4, "zk_ahead": 0, "log_ahead": 0, "missing": 0}
+    assert group["regressions"] == 0 and group["phase"] == "DUAL_WRITE"
+    # Running it again is a no-op: idempotent.
+    code, out, _ = run(capsys, zk_connect, "up", "--group", "g", "--to", "0002_backfill_log")
+    assert code == 0 and "nothing to do" in out and state_of(zk).epoch == 1
+
+
+def test_a_jvm_member_is_named_when_reading_from_the_log_is_refused(node, zk, zk_connect, capsys):
+    """Issue: refuse an unsafe step with a reason that tells which member."""
+    write_offsets(zk, "g", {("t", 0): 5})
+    registration = layout.encode_consumer_registration(layout.ConsumerRegistration({"t": 1}, "static", 1))
+    zk.create(layout.consumer_path("g", "g_jvm-host-1-abcd"), registration, ephemeral=True, makepath=True)
+    assert run(capsys, zk_connect, "up", "--group", "g", "--to", "0002_backfill_log")[0] == 0
+    code, _, err = run(capsys, zk_connect, "up", "--group", "g")
+    assert code == 1
+    assert "refusing to run 0003_read_from_log up" in err
+    assert "g_jvm-host-1-abcd has no zkcoord advertisement" in err and "JVM" in err
+    assert state_of(zk).phase == Phase.DUAL_WRITE  # nothing changed
+
+
+def test_verify_exits_non_zero_on_a_regression_and_names_the_partition(node, zk, zk_connect, capsys):
+    write_offsets(zk, "g", {("t", 0): 5, ("t", 1): 6})
+    assert run(capsys, zk_connect, "up", "--group", "g")[0] == 0
+    assert state_of(zk).phase == Phase.LOG_ONLY
+    write_offsets(zk, "g", {("t", 1): 60})  # a stray ZooKeeper-only commit the log never saw
+    code, out, _ = run(capsys, zk_connect, "verify", "--group", "g")
+    assert code == 1
+    assert "1 regression(s)" in out
+    assert any(line.split()[:6] == ["g", "t", "1", "60", "6", "zk_ahead"] for line in out.splitlines())
+
+
+def test_down_to_zero_leaves_zookeeper_complete(node, zk, zk_connect, capsys):
+    write_offsets(zk, "g", {("t", 0): 5})
+    assert run(capsys, zk_connect, "up", "--group", "g")[0] == 0
+    node_commit = main(
+        ["groups", "reset-offsets", "--group", "g", "--topic", "t:0", "--to-offset", "42", "--execute",
+         "--zookeeper", zk_connect]
+    )  # fmt: skip
+    capsys.readouterr()
+    assert node_commit == 0
+    assert read_group_offsets(zk, "g").offsets[("t", 0)] == 42  # an explicit rewind writes both stores
+    code, out, err = run(capsys, zk_connect, "down", "--group", "g", "--to", "zero")
+    assert code == 0, err
+    state = state_of(zk)
+    assert (state.phase, state.applied, state.pending) == (Phase.ZK_ONLY, (), None)
+    assert state.epoch == 6  # three phase changes up, three down
+    assert run(capsys, zk_connect, "verify", "--group", "g")[0] == 0
+
+
+def test_bad_group_and_unknown_step_are_clear_errors(node, zk_connect, capsys):
+    code, _, err = run(capsys, zk_connect, "up", "--group", "no/slash")
+    assert code == 1 and "not a legal group id" in err
+    code, _, err = run(capsys, zk_connect, "up", "--group", "g", "--to", "0009_nope")
+    assert code == 1 and "unknown step '0009_nope'" in err
+
+
+def test_foreign_data_in_the_state_znode_is_an_error_that_changes_nothing(node, zk, zk_connect, capsys):
+    zk.create(layout.migration_path(layout.DEFAULT_ROOT, "g"), b"{not json", makepath=True)
+    code, _, err = run(capsys, zk_connect, "up", "--group", "g")
+    assert code == 1 and "not a migration state" in err
+    assert zk.get(layout.migration_path(layout.DEFAULT_ROOT, "g"))[0] == b"{not json"
