@@ -130,3 +130,11 @@ def test_foreign_data_in_the_state_znode_is_an_error_that_changes_nothing(node, 
     code, _, err = run(capsys, zk_connect, "up", "--group", "g")
     assert code == 1 and "not a migration state" in err
     assert zk.get(layout.migration_path(layout.DEFAULT_ROOT, "g"))[0] == b"{not json"
+
+
+def test_status_works_before_any_coordinator_node_exists(zk, zk_connect, capsys):
+    """A pure ZooKeeper deployment can look before it starts migrating: members of the coordinator unknown."""
+    write_offsets(zk, "g", {("t", 0): 5})
+    code, out, _ = run(capsys, zk_connect, "status", "--group", "g")
+    assert code == 0
+    assert out.splitlines()[1].split() == ["g", "ZK_ONLY", "0", "-", "-", "0001_dual_commit", "0", "-"]

@@ -790,7 +790,7 @@ def _migrate_status(runner, groups: list[str], args: argparse.Namespace) -> int:
                 "under_way": None if state is None or state.pending is None else "{} {}".format(*state.pending),
                 "next": status.next_step,
                 "legacy_members": status.legacy_members,
-                "coordinator_members": status.coordinator_members,
+                "coordinator_members": status.coordinator_members,  # None: no coordinator answered
             }
         )
     if args.json:
@@ -807,7 +807,7 @@ def _migrate_status(runner, groups: list[str], args: argparse.Namespace) -> int:
                 r["under_way"] or "-",
                 r["next"] or "-",
                 r["legacy_members"],
-                r["coordinator_members"],
+                "-" if r["coordinator_members"] is None else r["coordinator_members"],
             )
             for r in rows
         ],
@@ -839,7 +839,7 @@ def _migrate_plan(runner, groups: list[str], args: argparse.Namespace) -> int:
 
 
 def _migrate_run(runner, groups: list[str], args: argparse.Namespace) -> int:
-    from zkcoord.migration.runner import MigrationRefused
+    from zkcoord.migration.phases import MigrationError
 
     failed = 0
     for group in tqdm(
@@ -847,8 +847,8 @@ def _migrate_run(runner, groups: list[str], args: argparse.Namespace) -> int:
     ):
         try:
             result = runner.run(group, args.action, args.to, dry_run=args.dry_run, allow_rewind=args.allow_rewind)
-        except MigrationRefused as refusal:
-            print(f"Error: {refusal}", file=sys.stderr)
+        except MigrationError as error:  # refused, or a step that did not complete: go on with the other groups
+            print(f"Error: {error}", file=sys.stderr)
             failed += 1
             continue
         if not result.done:

@@ -22,6 +22,7 @@ from types import ModuleType
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
+from zkcoord.errors import ZkcoordError
 from zkcoord.migration import store
 from zkcoord.migration.phases import (
     GroupFacts,
@@ -231,7 +232,7 @@ class GroupStatus:
     state: MigrationState | None
     steps: list[Step]
     legacy_members: int = 0
-    coordinator_members: int = 0
+    coordinator_members: int | None = 0  # None: no coordinator answered
 
     @property
     def phase(self) -> Phase:
@@ -285,7 +286,13 @@ class Runner:
         status = GroupStatus(group, state, self.steps)
         if members:
             status.legacy_members = len(store.live_legacy_members(self.zk, self.root, group))
-            status.coordinator_members = len(self._context(group, state or MigrationState(), 0).coordinator_members())
+            members = None  # unknown without a coordinator, which a group in ZK_ONLY does not need
+            if self.channel.addresses():
+                try:
+                    members = self._context(group, state or MigrationState(), 0).coordinator_members()
+                except ZkcoordError as error:
+                    log.info("coordinator members of group %s unknown: %s", group, error)
+            status.coordinator_members = None if members is None else len(members)
         return status
 
     def plan(self, group: str, direction: str, to: str | None = None) -> list[PlannedStep]:
