@@ -533,6 +533,8 @@ class LegacyConsumer:
         self._stop_state_watch = watch_state(self._zk, self._root, self._group, self._on_migration_state)
         self._check_no_coordinator_members()
         self._register()
+        if self._closing:  # closed while registering (Ctrl-C): start no greenlet that close() would not stop
+            raise ZkcoordError("the consumer was closed while starting")
         self._advertise()
         if self._filter is not None:
             self._wildcard_topics = self._allowed_topics()
@@ -661,7 +663,7 @@ class LegacyConsumer:
         return True
 
     def _advertise_loop(self) -> None:
-        while True:
+        while not self._closing:
             self._advert_wanted.wait()
             if not self._advertise():
                 self._stopping.wait(self.config.backoff_ms / 1000.0)
