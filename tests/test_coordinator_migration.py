@@ -236,6 +236,16 @@ def test_the_mirror_is_set_if_greater_and_never_lowers_a_zookeeper_offset(node, 
     assert zk_offset(zk, "g", "t", 0) == 100
 
 
+def test_a_backfills_conditional_commits_are_not_mirrored(node, zk):
+    """docs/protocol.md: if_greater commits copy ZooKeeper's offsets, so the mirror leaves them alone."""
+    set_phase(zk, "g", Phase.DUAL_WRITE)
+    assert node.commit("g", {("t", 0): 8}, if_greater=True) == {("t", 0): 0}
+    assert node.commit("g", {("t", 1): 9}) == {("t", 1): 0}
+    eventually(lambda: zk_offset(zk, "g", "t", 1) == 9, WAIT_S, "the plain commit mirrored")
+    node.mirror_settled()
+    assert zk.exists(layout.offset_path("g", "t", 0)) is None
+
+
 def test_later_commits_of_a_partition_reach_zookeeper_as_the_highest_offset(node, zk):
     set_phase(zk, "g", Phase.LOG_PRIMARY)
     for offset in range(1, 21):

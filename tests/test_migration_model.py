@@ -58,7 +58,7 @@ class World:
     def commit_log(self, offset: int, if_greater: bool = False) -> None:
         if not if_greater or self.log is None or self.log < offset:
             self.log = offset
-        if RULES[self.coordinator_phase].coordinator_mirror:
+        if RULES[self.coordinator_phase].coordinator_mirror and not if_greater:  # backfills are not mirrored
             self.mirror.append(offset)
 
     def raise_zk(self, offset: int | None) -> None:

@@ -157,7 +157,8 @@ class CoordinatorNode:
         if self.coordinator.handles(api):
             if api == "JoinGroup" and self._join_refused(request, respond):
                 return
-            if api == "OffsetCommit":
+            if api == "OffsetCommit" and not request["if_greater"]:
+                # A backfill's conditional commits copy ZooKeeper's own offsets: mirroring them back never writes.
                 respond = self._mirroring(request, respond)
             elif api == "OffsetFetch":
                 respond = self._with_zookeeper_offsets(request, respond)
