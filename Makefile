@@ -40,6 +40,7 @@ bench: setup
 	$(BIN)/python benchmarks/offsets_log.py
 	$(BIN)/python benchmarks/coordinator.py
 	$(BIN)/python benchmarks/client_rebalance.py
+	$(BIN)/python benchmarks/migration.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
