@@ -15,12 +15,11 @@ from dataclasses import dataclass
 
 from zkcoord.errors import CoordinatorResponseError, ErrorCode, ZkcoordError
 from zkcoord.legacy.config import OFFSETS_STORAGE_KAFKA, OFFSETS_STORAGE_ZOOKEEPER
-from zkcoord.migration.phases import LOG, MAX, RULES, ZK, MigrationState, Phase, StoreRule
+from zkcoord.migration.phases import LOG, MAX, NO_OFFSET, RULES, ZK, MigrationState, Phase, StoreRule
 from zkcoord.model import TopicPartition
 from zkcoord.wire.channel import RETRIABLE, CoordinatorChannel, top_level_error
 from zkcoord.zk import layout
 
-NO_OFFSET = -1
 # Group states in which a coordinator group has nobody who could be consuming (wire-protocol.md §3).
 INACTIVE_STATES = frozenset({"Empty", "Dead"})
 
