@@ -57,6 +57,7 @@ from zkcoord.model import TopicPartition
 from zkcoord.wire.channel import RETRIABLE, CoordinatorChannel, Unreachable
 from zkcoord.wire.channel import top_level_error as _top_level
 from zkcoord.wire.consumer_protocol import ConsumerProtocolError, decode_assignment
+from zkcoord.wire.requests import simple_offset_commit
 from zkcoord.zk import admin as zk_admin
 from zkcoord.zk import layout
 from zkcoord.zk.coordination import read_nodes
@@ -362,21 +363,11 @@ class AdminClient:
         return dict(sorted(offsets.items()))
 
     def _commit_coordinator_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
-        by_topic: dict[str, list[dict]] = {}
-        for tp, offset in sorted(offsets.items()):
-            by_topic.setdefault(tp.topic, []).append(
-                {"partition_index": tp.partition, "committed_offset": offset, "committed_metadata": ""}
-            )
         response, _ = self._call_coordinator(
             group_id,
             "OffsetCommit",
             retriable=_all_partitions_retriable,
-            group_id=group_id,
-            generation_id=-1,
-            member_id="",
-            group_instance_id=None,
-            retention_time_ms=-1,
-            topics=[{"name": name, "partitions": partitions} for name, partitions in by_topic.items()],
+            **simple_offset_commit(group_id, offsets),
         )
         if (code := _top_level(response)) != 0:
             raise error_for(code, response.get("error_message"))

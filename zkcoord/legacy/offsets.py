@@ -18,6 +18,7 @@ from zkcoord.legacy.config import OFFSETS_STORAGE_KAFKA, OFFSETS_STORAGE_ZOOKEEP
 from zkcoord.migration.phases import LOG, MAX, NO_OFFSET, RULES, ZK, MigrationState, Phase, StoreRule
 from zkcoord.model import TopicPartition
 from zkcoord.wire.channel import RETRIABLE, CoordinatorChannel, top_level_error
+from zkcoord.wire.requests import partition_error_codes, simple_offset_commit
 from zkcoord.zk import layout
 
 # Group states in which a coordinator group has nobody who could be consuming (wire-protocol.md §3).
@@ -112,36 +113,14 @@ class LogOffsets:
     def commit(self, offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
         """One simple OffsetCommit, as 0.8.2's v1 (generation -1, no member id, metadata ""); the error code of
         each partition (0: accepted). 14/15/16 drop the connection so the next call looks the coordinator up."""
-        topics = [
-            {
-                "name": topic,
-                "partitions": [
-                    {
-                        "partition_index": p,
-                        "committed_offset": offsets[TopicPartition(topic, p)],
-                        "committed_metadata": "",
-                    }
-                    for p in numbers
-                ],
-            }
-            for topic, numbers in _by_topic(offsets).items()
-        ]
         response, (_, address) = self._call(
             "OffsetCommit",
             lambda r: False,  # a commit is one try (§5.1); the caller decides about retries
-            group_id=self.group,
-            generation_id=-1,
-            member_id="",
-            group_instance_id=None,
-            retention_time_ms=-1,
-            topics=topics,
+            **simple_offset_commit(self.group, offsets),
         )
         codes = dict.fromkeys(offsets, top_level_error(response) or int(ErrorCode.UNKNOWN_SERVER_ERROR))
-        for topic in response.get("topics") or []:
-            for partition in topic.get("partitions") or []:
-                tp = TopicPartition(topic["name"], partition["partition_index"])
-                if tp in codes:
-                    codes[tp] = partition["error_code"]
+        answered = partition_error_codes(response)
+        codes.update({tp: answered[tp] for tp in codes if tp in answered})
         if any(code in RETRIABLE for code in codes.values()):
             self.channel.drop(address)
         return codes

@@ -34,6 +34,7 @@ from zkcoord.migration.phases import (
 )
 from zkcoord.migration.verify import fetch_log_offsets, raise_for
 from zkcoord.wire.channel import CoordinatorChannel, top_level_error
+from zkcoord.wire.requests import partition_error_codes, simple_offset_commit
 from zkcoord.zk import layout
 from zkcoord.zk.offsets import GuardedWrite, read_group_offsets, write_offsets_if_greater
 
@@ -173,24 +174,13 @@ class StepContext:
         advance = self.progress(len(items), f"{self.group}: backfill")
         for start in range(0, len(items), COMMIT_CHUNK):
             chunk = items[start : start + COMMIT_CHUNK]
-            topics: dict[str, list[dict]] = {}
-            for (topic, partition), offset in chunk:
-                topics.setdefault(topic, []).append(
-                    {"partition_index": partition, "committed_offset": offset, "committed_metadata": ""}
-                )
             response, _ = self.channel.call_coordinator(
                 self.group,
                 "OffsetCommit",
-                retriable=lambda r: _partition_codes(r) and set(_partition_codes(r).values()) <= _RETRIABLE,
-                group_id=self.group,
-                generation_id=-1,
-                member_id="",
-                group_instance_id=None,
-                retention_time_ms=-1,
-                if_greater=if_greater,
-                topics=[{"name": name, "partitions": parts} for name, parts in topics.items()],
+                retriable=lambda r: _all_retriable(partition_error_codes(r)),
+                **simple_offset_commit(self.group, dict(chunk), if_greater=if_greater),
             )
-            errors.update({p: code for p, code in _partition_codes(response).items() if code})
+            errors.update({p: code for p, code in partition_error_codes(response).items() if code})
             advance(len(chunk))
         return errors
 
@@ -208,12 +198,8 @@ class StepContext:
 _RETRIABLE = frozenset({14, 15, 16})
 
 
-def _partition_codes(response: dict) -> dict[Partition, int]:
-    return {
-        (topic["name"], entry["partition_index"]): entry.get("error_code", 0)
-        for topic in response.get("topics") or []
-        for entry in topic.get("partitions") or []
-    }
+def _all_retriable(codes: dict[Partition, int]) -> bool:
+    return bool(codes) and set(codes.values()) <= _RETRIABLE
 
 
 # ---- planning and running --------------------------------------------------------------------------------

@@ -312,3 +312,31 @@ def normalized(message: dict) -> dict:
     request = {name: message.get(name) for name in HEADER_FIELDS}
     request.update(_normalized_struct(message, REQUEST_SCHEMAS[message["api"]]))
     return request
+
+
+def simple_offset_commit(group_id: str, offsets: Mapping[tuple[str, int], int], **fields) -> dict:
+    """The fields of a simple OffsetCommit: generation -1 and no member, as 0.8.2's v1 commit and an admin's
+    commit send it; ``offsets`` maps (topic, partition) to the offset, committed with metadata ""."""
+    topics: dict[str, list[dict]] = {}
+    for (topic, partition), offset in sorted(offsets.items()):
+        topics.setdefault(topic, []).append(
+            {"partition_index": partition, "committed_offset": offset, "committed_metadata": ""}
+        )
+    return {
+        "group_id": group_id,
+        "generation_id": -1,
+        "member_id": "",
+        "group_instance_id": None,
+        "retention_time_ms": -1,
+        "topics": [{"name": name, "partitions": partitions} for name, partitions in topics.items()],
+        **fields,
+    }
+
+
+def partition_error_codes(response: dict) -> dict[tuple[str, int], int]:
+    """(topic, partition) → error code of an OffsetCommit response."""
+    return {
+        (topic["name"], entry["partition_index"]): entry.get("error_code", 0)
+        for topic in response.get("topics") or []
+        for entry in topic.get("partitions") or []
+    }
