@@ -199,7 +199,11 @@ def allowed_kinds(world: World) -> list[str]:
         kinds.append("legacy")
     if world.state.phase <= Phase.DUAL_WRITE and not reads_log and zk_complete:
         kinds.append("jvm")  # and never once the group reads from the log
-    if RULES[world.coordinator_phase].client_member is not None:
+    # A client member joins only once the coordinator's watch has delivered the current phase. The model
+    # assumes a protocol switch (stop the legacy members, start clients) takes longer than that watch; without
+    # the assumption a client could read the log alone from a node still at LOG_PRIMARY right after a step
+    # down let a JVM member commit to ZooKeeper alone (a gap the issue note records).
+    if RULES[world.coordinator_phase].client_member is not None and world.coordinator_phase == world.state.phase:
         kinds.append("client")
     return kinds
 
@@ -235,8 +239,9 @@ def test_interleavings_never_regress_an_offset(data):
         action = data.draw(st.sampled_from(ACTIONS), label="action")
         if world.owner is None or action == "restart":
             kinds = allowed_kinds(world)
-            if not kinds:  # nobody may start until the mirror catches up, which it does in time
+            if not kinds:  # nobody may start until the mirror and the watches catch up, which they do in time
                 world.flush_mirror()
+                world.coordinator_phase = world.state.phase
                 kinds = allowed_kinds(world)
             take_over(world, data.draw(st.sampled_from(kinds), label="kind"))
         elif action == "consume":
