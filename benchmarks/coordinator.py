@@ -680,6 +680,26 @@ def summary(
     row("coordinator ÷ ZooKeeper synchronous, 1 partition/request", f"{spread.rate / sync.rate:.2f}x")
 
 
+@contextlib.contextmanager
+def bench_directory(prefix: str):
+    """A temporary directory under the repository's var/ (not tmpfs), removed at the end (and var/ too if this
+    made it and it is empty); then the total time and the load average, which other processes skew."""
+    parent = REPO / "var"
+    created_parent = not parent.exists()
+    parent.mkdir(parents=True, exist_ok=True)
+    root = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    started = time.monotonic()
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+        if created_parent:
+            with contextlib.suppress(OSError):
+                parent.rmdir()  # only if empty: someone else may use it too
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"\nTotal {time.monotonic() - started:.0f} s; load average now {load} (other processes skew the figures)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer members, short windows (a smoke test)")
@@ -687,47 +707,38 @@ def main() -> None:
     args = parser.parse_args()
     scale = QUICK if args.quick else FULL
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so that the cleanup below runs
-    parent = REPO / "var"
-    created_parent = not parent.exists()
-    parent.mkdir(parents=True, exist_ok=True)
-    root = Path(tempfile.mkdtemp(prefix="coordinator-bench-", dir=parent))
-    started = time.monotonic()
-    server: Server | None = None
-    zk = EmbeddedZooKeeper(data_dir=root / "zookeeper", tick_time_ms=2000, max_session_timeout_ms=60_000)
-    try:
-        print(f"Machine: {machine()}")
-        print(f"Directory: {root} (ZooKeeper's data and the offsets log, on one filesystem)", flush=True)
-        zk.start()
-        zookeeper_pid = zk._process.pid if zk._process is not None else 0
-        connect = f"{zk.connect_string}/bench"
-        topics = {HEARTBEAT_TOPIC: 10, COMMIT_TOPIC: COMMIT_TOPIC_PARTITIONS}
-        topics.update({f"bench-rebalance-{p}": p for _, p in REBALANCE_CONFIGS})
-        create_topics(zk.connect_string, connect, topics)
-        server = Server(root, connect, root / "server.prof")
-        server.wait_loaded()
-        server.wait_topics(topics)
-        print(
-            f"ZooKeeper {zk.connect_string} (pid {zookeeper_pid}); coordinator node on "
-            f"{server.address[0]}:{server.address[1]} (pid {server.process.pid}), {OFFSETS_PARTITIONS} offsets "
-            f"partitions loaded; {time.monotonic() - started:.1f} s to set up",
-            flush=True,
-        )
-        heartbeats = heartbeat_phase(server, zookeeper_pid, scale, args.profile)
-        commits = commit_phase(server, zookeeper_pid, scale, args.profile)
-        rebalances = rebalance_phase(server, scale)
-        zookeeper = zookeeper_phase(connect, zookeeper_pid, scale)
-        summary(heartbeats, commits, rebalances, zookeeper)
-    finally:
-        Workers.stop_all()
-        if server is not None:
-            server.stop()  # while ZooKeeper still runs: the node resigns its partitions there
-        zk.stop()
-        shutil.rmtree(root, ignore_errors=True)
-        if created_parent:
-            with contextlib.suppress(OSError):
-                parent.rmdir()  # only if empty: someone else may use it too
-    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    print(f"\nTotal {time.monotonic() - started:.0f} s; load average now {load} (other processes skew the figures)")
+    with bench_directory("coordinator-bench-") as root:
+        started = time.monotonic()
+        server: Server | None = None
+        zk = EmbeddedZooKeeper(data_dir=root / "zookeeper", tick_time_ms=2000, max_session_timeout_ms=60_000)
+        try:
+            print(f"Machine: {machine()}")
+            print(f"Directory: {root} (ZooKeeper's data and the offsets log, on one filesystem)", flush=True)
+            zk.start()
+            zookeeper_pid = zk._process.pid if zk._process is not None else 0
+            connect = f"{zk.connect_string}/bench"
+            topics = {HEARTBEAT_TOPIC: 10, COMMIT_TOPIC: COMMIT_TOPIC_PARTITIONS}
+            topics.update({f"bench-rebalance-{p}": p for _, p in REBALANCE_CONFIGS})
+            create_topics(zk.connect_string, connect, topics)
+            server = Server(root, connect, root / "server.prof")
+            server.wait_loaded()
+            server.wait_topics(topics)
+            print(
+                f"ZooKeeper {zk.connect_string} (pid {zookeeper_pid}); coordinator node on "
+                f"{server.address[0]}:{server.address[1]} (pid {server.process.pid}), {OFFSETS_PARTITIONS} offsets "
+                f"partitions loaded; {time.monotonic() - started:.1f} s to set up",
+                flush=True,
+            )
+            heartbeats = heartbeat_phase(server, zookeeper_pid, scale, args.profile)
+            commits = commit_phase(server, zookeeper_pid, scale, args.profile)
+            rebalances = rebalance_phase(server, scale)
+            zookeeper = zookeeper_phase(connect, zookeeper_pid, scale)
+            summary(heartbeats, commits, rebalances, zookeeper)
+        finally:
+            Workers.stop_all()
+            if server is not None:
+                server.stop()  # while ZooKeeper still runs: the node resigns its partitions there
+            zk.stop()
 
 
 if __name__ == "__main__":

@@ -43,17 +43,15 @@ import os
 import pstats
 import random
 import re
-import shutil
 import signal
 import sys
-import tempfile
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from coordinator import CpuWindow, Server, create_topics, machine, print_profile, verdict
+from coordinator import CpuWindow, Server, bench_directory, create_topics, machine, print_profile, verdict
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError
 
@@ -584,71 +582,73 @@ def main() -> None:
     args = parser.parse_args()
     scale = QUICK if args.quick else FULL
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so that the cleanup below runs
-    parent = REPO / "var"
-    created_parent = not parent.exists()
-    parent.mkdir(parents=True, exist_ok=True)
-    root = Path(tempfile.mkdtemp(prefix="migration-bench-", dir=parent))
-    started = time.monotonic()
-    server: Server | None = None
-    channel: CoordinatorChannel | None = None
-    zk = EmbeddedZooKeeper(data_dir=root / "zookeeper", tick_time_ms=2000, max_session_timeout_ms=60_000)
-    try:
-        print(f"Machine: {machine()}")
-        print(f"Directory: {root} (ZooKeeper's data and the offsets log, on one filesystem)", flush=True)
-        zk.start()
-        connect = f"{zk.connect_string}{CHROOT}"
-        topics = {f"bench-t{n}": PARTITIONS_PER_TOPIC for n in range(TOPICS)}
-        create_topics(zk.connect_string, connect, topics)
-        zookeeper_at = time.monotonic()
-        server = Server(root, connect, root / "server.prof")
-        server.wait_loaded()
-        server.wait_topics(topics)
-        node_at = time.monotonic()
-        with cli_zookeeper(argparse.Namespace(zookeeper=connect)) as client:
-            counter = CountingClient(client)
-            channel = CoordinatorChannel(lambda: discover_nodes(client, ROOT), "zkcoord-migrate", TIMEOUT_MS)
-            timer = TimedChannel(channel)
-            said: list[str] = []
-            runner = Runner(client, channel, load_steps(), root=ROOT, say=said.append)
-            groups = group_names(scale.groups)
-            expected = write_zookeeper_offsets(client, topics, groups)
-            listed = runner.groups()
-            if listed != groups:
-                raise RuntimeError(f"runner.groups() lists {len(listed)} groups, not the {len(groups)} written")
-            env = Env(
-                zk, server, client, counter, channel, timer, runner, root / "offsets", groups, topics, expected, said
-            )
-            written_at = time.monotonic()
-            print(
-                f"Set-up: ZooKeeper {zk.connect_string} (pid {env.roles['zookeeper'][0]}) and 10 topics x 10 "
-                f"partitions in {zookeeper_at - started:.1f} s; coordinator node {server.address[0]}:"
-                f"{server.address[1]} (pid {server.process.pid}) with its offsets partitions loaded in "
-                f"{node_at - zookeeper_at:.1f} s; {env.partitions:,} ZooKeeper offsets of {len(groups):,} groups "
-                f"written (write_offsets, pipelined, {WRITERS} groups at a time) in {written_at - node_at:.1f} s",
-                flush=True,
-            )
-            rates = baseline_phase(env)
-            dual, backfill, counts = backfill_phase(env, args.profile)
-            log_ok = counts["log = ZooKeeper"] == env.partitions
-            verify, ok, wrong = verify_phase(env, args.profile)
-            for phase in (backfill, verify):
-                if phase.node_profile is not None:
-                    print_profile(f"the {phase.name}", phase.node_profile)
-                if phase.profile is not None:
-                    print_client_profile(f"the {phase.name}", phase.profile)
-            summary(env, rates, dual, backfill, verify, log_ok, ok, wrong)
-    finally:
-        if channel is not None:
-            channel.close()
-        if server is not None:
-            server.stop()  # while ZooKeeper still runs: the node resigns its partitions there
-        zk.stop()
-        shutil.rmtree(root, ignore_errors=True)
-        if created_parent:
-            with contextlib.suppress(OSError):
-                parent.rmdir()  # only if empty: someone else may use it too
-    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    print(f"\nTotal {time.monotonic() - started:.0f} s; load average now {load} (other processes skew the figures)")
+    with bench_directory("migration-bench-") as root:
+        started = time.monotonic()
+        server: Server | None = None
+        channel: CoordinatorChannel | None = None
+        zk = EmbeddedZooKeeper(data_dir=root / "zookeeper", tick_time_ms=2000, max_session_timeout_ms=60_000)
+        try:
+            print(f"Machine: {machine()}")
+            print(f"Directory: {root} (ZooKeeper's data and the offsets log, on one filesystem)", flush=True)
+            zk.start()
+            connect = f"{zk.connect_string}{CHROOT}"
+            topics = {f"bench-t{n}": PARTITIONS_PER_TOPIC for n in range(TOPICS)}
+            create_topics(zk.connect_string, connect, topics)
+            zookeeper_at = time.monotonic()
+            server = Server(root, connect, root / "server.prof")
+            server.wait_loaded()
+            server.wait_topics(topics)
+            node_at = time.monotonic()
+            with cli_zookeeper(argparse.Namespace(zookeeper=connect)) as client:
+                counter = CountingClient(client)
+                channel = CoordinatorChannel(lambda: discover_nodes(client, ROOT), "zkcoord-migrate", TIMEOUT_MS)
+                timer = TimedChannel(channel)
+                said: list[str] = []
+                runner = Runner(client, channel, load_steps(), root=ROOT, say=said.append)
+                groups = group_names(scale.groups)
+                expected = write_zookeeper_offsets(client, topics, groups)
+                listed = runner.groups()
+                if listed != groups:
+                    raise RuntimeError(f"runner.groups() lists {len(listed)} groups, not the {len(groups)} written")
+                env = Env(
+                    zk,
+                    server,
+                    client,
+                    counter,
+                    channel,
+                    timer,
+                    runner,
+                    root / "offsets",
+                    groups,
+                    topics,
+                    expected,
+                    said,
+                )
+                written_at = time.monotonic()
+                print(
+                    f"Set-up: ZooKeeper {zk.connect_string} (pid {env.roles['zookeeper'][0]}) and 10 topics x 10 "
+                    f"partitions in {zookeeper_at - started:.1f} s; coordinator node {server.address[0]}:"
+                    f"{server.address[1]} (pid {server.process.pid}) with its offsets partitions loaded in "
+                    f"{node_at - zookeeper_at:.1f} s; {env.partitions:,} ZooKeeper offsets of {len(groups):,} groups "
+                    f"written (write_offsets, pipelined, {WRITERS} groups at a time) in {written_at - node_at:.1f} s",
+                    flush=True,
+                )
+                rates = baseline_phase(env)
+                dual, backfill, counts = backfill_phase(env, args.profile)
+                log_ok = counts["log = ZooKeeper"] == env.partitions
+                verify, ok, wrong = verify_phase(env, args.profile)
+                for phase in (backfill, verify):
+                    if phase.node_profile is not None:
+                        print_profile(f"the {phase.name}", phase.node_profile)
+                    if phase.profile is not None:
+                        print_client_profile(f"the {phase.name}", phase.profile)
+                summary(env, rates, dual, backfill, verify, log_ok, ok, wrong)
+        finally:
+            if channel is not None:
+                channel.close()
+            if server is not None:
+                server.stop()  # while ZooKeeper still runs: the node resigns its partitions there
+            zk.stop()
 
 
 if __name__ == "__main__":
