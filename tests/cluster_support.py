@@ -12,11 +12,6 @@ Placement and ZooKeeper reads follow the documents (wire-protocol.md §6, zkcoor
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
-import subprocess
-import sys
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -26,12 +21,11 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 from wire_client import WireClient
 
+from zkcoord.testing.node_process import STARTUP_SECONDS, NodeProcess
 from zkcoord.zk import layout
 
-HOST = "127.0.0.1"
 ROOT = layout.DEFAULT_ROOT
 RETRIABLE = frozenset({14, 15, 16})  # look the coordinator up again (wire-protocol.md §5)
-STARTUP_SECONDS = 30.0
 
 
 def eventually(check: Callable[[], object], timeout: float, what: str, interval: float = 0.05) -> object:
@@ -105,74 +99,6 @@ def assignment(partitions: dict[str, list[int]]) -> bytes:
 
 
 # ---- node processes -----------------------------------------------------------------------------------------
-
-
-class NodeProcess:
-    """One ``zkcoord coordinator start`` process; its log goes to a file, its stdout is read by a thread."""
-
-    def __init__(self, node_id: int, zk_connect: str, log_dir: Path, overrides: dict, workdir: Path):
-        self.node_id = node_id
-        self.log_path = workdir / f"node-{node_id}.log"
-        command = [sys.executable, "-m", "zkcoord.cli", "--log-level", "INFO", "coordinator", "start"]
-        command += ["--node-id", str(node_id), "--host", HOST, "--port", "0"]
-        command += ["--zookeeper", zk_connect, "--log-dir", str(log_dir)]
-        for key, value in overrides.items():
-            command += ["--override", f"{key}={value}"]
-        with open(self.log_path, "wb") as log_file:
-            self.process = subprocess.Popen(
-                command,
-                stdout=subprocess.PIPE,
-                stderr=log_file,
-                stdin=subprocess.DEVNULL,
-                text=True,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            )
-        self.port: int | None = None
-        self._serving = threading.Event()
-        self._reader = threading.Thread(target=self._read_stdout, daemon=True)
-        self._reader.start()
-
-    def _read_stdout(self) -> None:
-        for line in self.process.stdout:
-            if "serving on" in line and self.port is None:
-                self.port = int(line.strip().rsplit(":", 1)[1])
-                self._serving.set()
-        self._serving.set()  # the process ended: stop waiting
-
-    @property
-    def address(self) -> tuple[str, int]:
-        assert self.port is not None, f"node {self.node_id} is not serving"
-        return HOST, self.port
-
-    def wait_serving(self, timeout: float = STARTUP_SECONDS) -> int:
-        self._serving.wait(timeout)
-        if self.port is None:
-            raise AssertionError(f"node {self.node_id} did not start (exit {self.process.poll()}):\n{self.log_tail()}")
-        return self.port
-
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def signal(self, signum: int) -> None:
-        self.process.send_signal(signum)
-
-    def kill(self) -> None:
-        """SIGKILL and reap."""
-        if self.alive():
-            os.kill(self.process.pid, signal.SIGKILL)
-        self.process.wait(timeout=10)
-
-    def log_tail(self, chars: int = 4000) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-chars:]
-        except OSError:
-            return ""
-
-    def close(self) -> None:
-        with contextlib.suppress(ProcessLookupError, subprocess.TimeoutExpired):
-            self.kill()
-        self._reader.join(timeout=5)
-        self.process.stdout.close()
 
 
 class Cluster:

@@ -15,7 +15,7 @@ import subprocess
 import urllib.request
 
 import pytest
-from cluster_support import HOST, ROOT, eventually, group_partition
+from cluster_support import ROOT, eventually, group_partition
 from coordinator_requests import (
     ILLEGAL_GENERATION,
     NONE,
@@ -33,6 +33,7 @@ from zkcoord.migration.phases import MigrationState, Phase, encode_state
 from zkcoord.migration.store import NO_VERSION, read_state, write_state
 from zkcoord.model import TopicPartition
 from zkcoord.server.migration import accepted_offsets, join_refusal_message, max_fetch_response
+from zkcoord.testing.node_process import HOST
 from zkcoord.wire.requests import check_request
 from zkcoord.zk import admin, layout
 
