@@ -153,6 +153,19 @@ def test_ownership_is_exclusive_and_complete_under_random_churn(strategy, steps,
         assert sorted(owned) == sorted(sim.all_partitions())
 
 
+def test_the_leader_rejoins_when_a_subscribed_topic_gains_partitions():
+    """Kafka's leader compares each metadata refresh with the counts it assigned; others only follow."""
+    sim, members = group_of(3, metadata_max_age_ms=500)
+    generation = members[0].core.generation
+    sim.run(2000)  # refreshes without a change: no rebalance
+    assert {m.core.generation for m in members} == {generation}
+    sim.harness.set_topics({"t": 18})
+    sim.topics = {"t": 18}
+    sim.run_until_settled()
+    assert {m.core.generation for m in members} == {generation + 1}
+    assert sorted(len(m.owned) for m in members) == [6, 6, 6]
+
+
 def test_partitions_are_topic_partitions():
     sim, members = group_of(1)
     assert all(isinstance(tp, TopicPartition) for tp in members[0].owned)

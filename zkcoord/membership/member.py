@@ -192,7 +192,7 @@ class GroupMember:
         self._group_request: tuple | None = None  # tag of the in-flight JoinGroup/SyncGroup/leader Metadata
         self._heartbeat_tag: tuple | None = None
         self._find_tag: tuple | None = None
-        self._pattern_tag: tuple | None = None
+        self._metadata_tag: tuple | None = None
         self._app: dict[int, _AppRequest] = {}
         self._app_tags: dict[tuple, int] = {}
         self._rejoin_needed = False
@@ -202,8 +202,11 @@ class GroupMember:
         self._session_timer_ms = now_ms  # Kafka's Heartbeat.sessionTimer: restarted by an answer or a new coordinator
         self._last_poll_ms = now_ms
         self._poll_timed_out = False
-        self._pattern_refresh_ms: int | None = None
+        # Metadata is refreshed every metadata.max.age.ms for a pattern (which topics match) and by the leader
+        # (did a subscribed topic's partition count change since it assigned: then rejoin, as Kafka's leader).
+        self._metadata_refresh_ms: int | None = None
         self._leader_members: list[MemberSubscription] = []
+        self._assigned_counts: dict[str, int] = {}  # the partition counts the leader last assigned
 
     # ---- outputs ---------------------------------------------------------------------------------------------
 
@@ -240,8 +243,8 @@ class GroupMember:
             deadlines.append(self._session_started_ms() + self.config.session_timeout_ms + 1)
             if self._heartbeat_tag is None:
                 deadlines.append(self._next_heartbeat_ms)
-        if self._pattern_refresh_ms is not None:
-            deadlines.append(self._pattern_refresh_ms)
+        if self._metadata_refresh_ms is not None:
+            deadlines.append(self._metadata_refresh_ms)
         for request in self._app.values():
             deadlines += [request.deadline_ms, request.not_before_ms]
         return min(d for d in deadlines if d > now_ms)
@@ -253,13 +256,13 @@ class GroupMember:
         self.pattern = re.compile(pattern) if pattern is not None else None
         new_topics = frozenset(topics) if pattern is None else self.topics
         if pattern is not None:
-            self._pattern_refresh_ms = now_ms
+            self._metadata_refresh_ms = now_ms
         self._change_topics(new_topics, now_ms)
 
     def unsubscribe(self, now_ms: int) -> None:
         """Leave the group (dynamic members) and drop every partition, as Kafka's unsubscribe."""
         self.pattern = None
-        self._pattern_refresh_ms = None
+        self._metadata_refresh_ms = None
         self.topics = frozenset()
         self.owned = frozenset()  # the poll side revoked them (with callbacks) before it called this
         if self.state in (S.UNJOINED, S.LEFT, S.FATAL):
@@ -331,8 +334,8 @@ class GroupMember:
             self._on_heartbeat(tag, response, now_ms)
         elif kind == "leave":
             self._transition(S.LEFT, now_ms)
-        elif kind == "pattern":
-            self._on_pattern_metadata(tag, response, now_ms)
+        elif kind == "metadata":
+            self._on_metadata(tag, response, now_ms)
         elif kind == "app":
             self._on_app_response(tag, response, now_ms)
         self.tick(now_ms)
@@ -346,9 +349,9 @@ class GroupMember:
         self._check_poll_timeout(now_ms)
         if self.coordinator_state != CoordinatorState.DOWN and self.coordinator is None:
             self._find_coordinator(now_ms)
-        if self._pattern_refresh_ms is not None and now_ms >= self._pattern_refresh_ms and self._pattern_tag is None:
-            self._pattern_tag = self._tag("pattern")
-            self._sends.append(Send(ANY_NODE, "Metadata", {"topics": None}, self._pattern_tag, self._timeout()))
+        if self._metadata_refresh_ms is not None and now_ms >= self._metadata_refresh_ms and self._metadata_tag is None:
+            self._metadata_tag = self._tag("metadata")
+            self._sends.append(Send(ANY_NODE, "Metadata", {"topics": None}, self._metadata_tag, self._timeout()))
         if self.coordinator is not None:
             self._maybe_join(now_ms)
             self._maybe_heartbeat(now_ms)
@@ -496,7 +499,10 @@ class GroupMember:
             self._backoff(now_ms)
             self._transition(S.UNJOINED, now_ms)
             return
-        self.partition_counts.update(_partition_counts(response))
+        self._assigned_counts = _partition_counts(response)
+        self.partition_counts.update(self._assigned_counts)
+        if self._metadata_refresh_ms is None:
+            self._metadata_refresh_ms = now_ms + self.config.metadata_max_age_ms
         assignor = next(a for a in self.assignors if a.name == self.protocol_name)
         assignments = assignor.assign(self.partition_counts, self._leader_members, self.generation)
         payload = [
@@ -675,21 +681,33 @@ class GroupMember:
         for request in list(self._app.values()):
             self._complete(request.request_id, error=error)
 
-    # ---- pattern subscription --------------------------------------------------------------------------------
+    # ---- metadata refresh: pattern matches, partition counts ---------------------------------------------------
 
-    def _on_pattern_metadata(self, tag: tuple, response: dict | None, now_ms: int) -> None:
-        if tag != self._pattern_tag:
+    def _on_metadata(self, tag: tuple, response: dict | None, now_ms: int) -> None:
+        if tag != self._metadata_tag:
             return
-        self._pattern_tag = None
-        if self.pattern is None:
+        self._metadata_tag = None
+        leads = self.leader_id == self.member_id and bool(self._assigned_counts)
+        if self.pattern is None and not leads:
+            self._metadata_refresh_ms = None
             return
         if response is None or not isinstance(response.get("topics"), list):
-            self._pattern_refresh_ms = now_ms + self.config.retry_backoff_ms
+            self._metadata_refresh_ms = now_ms + self.config.retry_backoff_ms
             return
-        self._pattern_refresh_ms = now_ms + self.config.metadata_max_age_ms
+        self._metadata_refresh_ms = now_ms + self.config.metadata_max_age_ms
         counts = _partition_counts(response)
         self.partition_counts.update(counts)
-        self._change_topics(frozenset(t for t in counts if self.pattern.fullmatch(t)), now_ms)
+        if self.pattern is not None:
+            self._change_topics(frozenset(t for t in counts if self.pattern.fullmatch(t)), now_ms)
+        changed = sorted(t for t, count in self._assigned_counts.items() if counts.get(t, count) != count)
+        if leads and changed and self.state == S.STABLE:
+            log.info(
+                "group=%s partition count of %s changed since the assignment: rejoining",
+                self.config.group_id,
+                ", ".join(changed),
+            )
+            self._rejoin_needed = True
+            self._start_rebalance(now_ms)
 
     def _change_topics(self, topics: frozenset[str], now_ms: int) -> None:
         if topics == self.topics:

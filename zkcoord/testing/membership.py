@@ -35,6 +35,7 @@ class SimulatedMember:
         heartbeat_interval_ms: int = 300,
         max_poll_interval_ms: int = 60000,
         callback_ms: int = 0,
+        metadata_max_age_ms: int = 300000,
     ):
         self.name = name
         self.harness = harness
@@ -47,7 +48,7 @@ class SimulatedMember:
             max_poll_interval_ms=max_poll_interval_ms,
             retry_backoff_ms=100,
             request_timeout_ms=30000,
-            metadata_max_age_ms=300000,
+            metadata_max_age_ms=metadata_max_age_ms,
         )
         self.core = GroupMember(config, [assignor_for(s) for s in strategies], harness.now)
         self.owned: set[TopicPartition] = set()  # what the poll side believes it owns
