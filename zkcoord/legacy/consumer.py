@@ -1166,6 +1166,7 @@ class LegacyConsumer:
                 codes = self._log.commit({tp: position for tp, (_, position) in positions.items()})
             except (KazooException, ZkcoordError) as error:
                 raise CommitFailedError(f"offset commit to the log failed: {error}") from error
+            self._trace_committed("log", {tp: positions[tp][1] for tp, code in codes.items() if code == 0})
             if mode.writes_zk:
                 accepted = {tp: positions[tp] for tp, code in codes.items() if code == 0}
                 try:
@@ -1193,6 +1194,13 @@ class LegacyConsumer:
         self._write_offsets({tp: position for tp, (_, position) in changed.items()}, ops)
         for owned, position in changed.values():
             owned.checkpointed = position
+        self._trace_committed("zookeeper", {tp: position for tp, (_, position) in changed.items()})
+
+    def _trace_committed(self, store: str, offsets: Mapping[TopicPartition, int]) -> None:
+        if self._sinks:
+            self._emit(
+                "legacy.committed", store=store, offsets=[[*tp, offset] for tp, offset in sorted(offsets.items())]
+            )
 
     def _write_offsets(self, offsets: Mapping[TopicPartition, int], ops: _Ops) -> None:
         """``updatePersistentPath``, pipelined: set; create the missing; set again on a create race."""
