@@ -1,0 +1,144 @@
+"""The comparison's plans, its settled-group rule and the member's trace translation (pure, no processes)."""
+
+import pytest
+
+from zkcoord.compare.member import CompareTrace
+from zkcoord.compare.scenarios import SCENARIOS, VARIANTS, GroupView, NotApplicable, Workload, plan
+
+WORKLOAD = Workload(members=4, partitions=8, k=2, downtime_ms=700, session_timeout_ms=4000)
+TOPICS = ["t"]
+
+
+def actions(scenario, variant="eager"):
+    found = plan(scenario, VARIANTS[variant], WORKLOAD, TOPICS)
+    return found, [(a.kind, a.target, a.hold_ms, a.count) for step in found.steps for a in step.actions]
+
+
+def test_every_scenario_has_a_plan_for_every_variant_but_a_coordinator_failover_of_a_zookeeper_group():
+    for scenario in SCENARIOS:
+        for variant in VARIANTS.values():
+            if scenario == "coordinator-failover" and variant.legacy:
+                with pytest.raises(NotApplicable):
+                    plan(scenario, variant, WORKLOAD, TOPICS)
+            else:
+                assert plan(scenario, variant, WORKLOAD, TOPICS).steps
+
+
+def test_steps_of_each_scenario():
+    cold, cold_actions = actions("cold-start")
+    assert cold.initial_members == () and cold_actions == [("start", f"m0{i}", 0, 0) for i in range(4)]
+    up, up_actions = actions("scale-up")
+    assert up.initial_members == ("m00", "m01", "m02", "m03")
+    assert up_actions == [("start", "m04", 0, 0), ("start", "m05", 0, 0)]
+    assert actions("scale-down")[1] == [("close", "m02", 0, 0), ("close", "m03", 0, 0)]
+    bounce, bounce_actions = actions("rolling-bounce", "static")
+    assert len(bounce.steps) == 4 and bounce_actions[1] == ("restart", "m01", 700, 0)
+    assert actions("kill")[1] == [("kill", "m00", 0, 0)]
+    assert actions("session-expiry")[1] == [("pause", "m00", 6000, 0)]  # 1.5 sessions: surely expired
+    failover, failover_actions = actions("coordinator-failover")
+    assert failover.coordinator_nodes == 2 and failover_actions == [("kill-coordinator", None, 0, 0)]
+    assert actions("partition-change")[1] == [("add-partitions", "t", 0, 2)]
+
+
+def test_plans_refuse_what_cannot_run():
+    with pytest.raises(ValueError, match="unknown scenario"):
+        plan("bounce", VARIANTS["eager"], WORKLOAD, TOPICS)
+    with pytest.raises(ValueError, match="0 < k < members"):
+        plan("scale-down", VARIANTS["eager"], Workload(members=2, k=2), TOPICS)
+
+
+def event(kind, time_ms, instance=None, **fields):
+    return {"type": kind, "time_ms": time_ms, "instance": instance, **fields}
+
+
+def started(view, instance, time_ms=0):
+    view.apply(event("compare.member", time_ms, instance, member=instance.split("#")[0], event="started"))
+
+
+def owns(view, instance, time_ms, *partitions, generation=1):
+    view.apply(event("compare.assignment", time_ms, instance, partitions=[["t", p] for p in partitions]))
+    view.apply(event("compare.rebalance", time_ms, instance, generation=generation))
+
+
+def test_a_group_is_settled_when_live_members_cover_every_partition_once_in_one_generation_and_it_is_quiet():
+    view = GroupView({"t": 4}, legacy=False, quiet_ms=1000)
+    started(view, "a#1")
+    started(view, "b#1")
+    owns(view, "a#1", 100, 0, 1)
+    assert any("unowned" in p for p in view.problems(5000))
+    owns(view, "b#1", 200, 1, 2, 3)
+    assert any("owned twice" in p for p in view.problems(5000))
+    owns(view, "b#1", 300, 2, 3, generation=2)
+    assert view.problems(5000) == ["members in generations [1, 2]"]
+    owns(view, "a#1", 400, 0, 1, generation=2)
+    assert view.problems(1300) == ["changed 900 ms ago"]
+    assert view.problems(1400) == []
+    view.apply(event("compare.member", 2000, "b#1", member="b", event="killed"))  # its partitions are nobody's
+    assert any("2 partitions unowned" in p for p in view.problems(9000))
+    view.apply(event("compare.topic", 2100, topic="t", partitions=6))
+    owns(view, "a#1", 2200, *range(6), generation=3)
+    assert view.problems(9000) == []
+
+
+def test_legacy_members_have_no_generations_to_agree_on():
+    view = GroupView({"t": 2}, legacy=True, quiet_ms=0)
+    started(view, "a#1")
+    started(view, "b#1")
+    owns(view, "a#1", 1, 0, generation=None)
+    owns(view, "b#1", 2, 1, generation=None)
+    assert view.problems(10) == []
+
+
+def test_behind_counts_what_is_left_below_each_end_offset():
+    view = GroupView({"t": 2}, legacy=True)
+    for first, last in ((0, 9), (10, 19), (5, 12)):
+        view.apply(event("compare.processed", 1, "a#1", topic="t", partition=0, first_offset=first, last_offset=last))
+    assert view.behind({("t", 0): 20, ("t", 1): 3}) == {("t", 1): 3}
+    assert view.behind({("t", 0): 25}) == {("t", 0): 5}
+
+
+SPEC = {"run": "r", "scenario": "kill", "variant": "eager", "instance": "m00#1", "group": "g", "member": "m00"}
+
+
+def test_the_member_trace_adds_compare_events_and_tags_every_line():
+    lines = []
+    trace = CompareTrace(lines.append, SPEC)
+    assignment = {"m00": [["t", 1], ["t", 0]]}
+    trace({"type": "client.assignment", "time_ms": 5, "member": "m00-x", "assignment": assignment})
+    trace({"type": "client.assignment", "time_ms": 6, "member": "m00-x", "assignment": assignment})  # no change
+    trace({"type": "client.state", "time_ms": 7, "state": "STABLE", "generation": 3})
+    trace({"type": "client.state", "time_ms": 8, "state": "PREPARE_REVOCATION", "generation": 3})
+    trace({"type": "client.state", "time_ms": 9, "state": "STABLE", "generation": 3})  # the same generation again
+    trace({"type": "client.consumed", "time_ms": 10, "topic": "t", "partition": 0})
+    trace({"type": "client.committed", "time_ms": 11, "offsets": [["t", 0, 5]], "error": None})
+    trace.processed("t", 0, 0, 4, 12)
+    derived = [e["type"] for e in lines if e["type"].startswith("compare.")]
+    assert derived == ["compare.assignment", "compare.rebalance", "compare.committed", "compare.processed"]
+    assert not any(e["type"] == "client.consumed" for e in lines)
+    assert all(
+        {e[k] for k in ("run", "scenario", "variant", "instance")} == {"r", "kill", "eager", "m00#1"} for e in lines
+    )
+    assert all(e["member"] == "m00" for e in lines)
+    by_type = {e["type"]: e for e in lines}
+    assert by_type["compare.assignment"]["partitions"] == [["t", 0], ["t", 1]]
+    assert by_type["compare.rebalance"]["generation"] == 3
+    processed = by_type["compare.processed"]
+    assert (processed["topic"], processed["partition"], processed["first_offset"], processed["last_offset"]) == (
+        "t",
+        0,
+        0,
+        4,
+    )
+    assert processed["time_ms"] == 12
+
+
+def test_a_legacy_member_rebalance_is_a_successful_attempt():
+    lines = []
+    trace = CompareTrace(lines.append, {**SPEC, "variant": "legacy"})
+    for outcome in ("conflict", "success"):
+        trace({"type": "legacy.rebalance_attempt", "time_ms": 1, "outcome": outcome})
+    trace({"type": "legacy.committed", "time_ms": 2, "store": "zookeeper", "offsets": [["t", 0, 3]]})
+    rebalances = [e for e in lines if e["type"] == "compare.rebalance"]
+    assert [e["generation"] for e in rebalances] == [None]
+    (committed,) = [e for e in lines if e["type"] == "compare.committed"]
+    assert committed["offsets"] == [["t", 0, 3]] and committed["error"] is None

@@ -1,0 +1,189 @@
+"""One member of a comparison run, as a process: ``python -m zkcoord.compare.member SPEC_JSON``.
+
+Runs a legacy 0.8.2 member (LegacyConsumer, one stream) or a coordinator member (zkcoord.client.Consumer) on
+the run's synthetic source, processes every record at ``cost_ms`` each, and appends its trace to ``trace``:
+its own ``legacy.*``/``client.*`` events and the ``compare.*`` events derived from them (docs/traces.md), every
+line tagged with the run, scenario, variant and instance. Prints ``ready`` once started; a ``close`` line on
+stdin (or SIGTERM) closes it cleanly, as an operator's restart would; the runner SIGKILLs or SIGSTOPs it for
+the crash and session-expiry scenarios.
+"""
+
+import json
+import logging
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+
+from zkcoord.legacy.trace import JsonLinesTraceWriter, make_event
+from zkcoord.sources import open_source
+
+log = logging.getLogger(__name__)
+READY = "ready"
+POLL_TIMEOUT_MS = 100
+
+
+class CompareTrace:
+    """The member's trace sink: tags every event and adds the ``compare.*`` events derived from it."""
+
+    def __init__(self, write: Callable[[dict], None], spec: dict):
+        self._write = write
+        self._tags = {key: spec[key] for key in ("run", "scenario", "variant", "instance")}
+        self._group = spec["group"]
+        self._member = spec["member"]
+        self._owned: list | None = None
+        self._stable_generations: set[int] = set()
+        self._lock = threading.Lock()
+
+    def __call__(self, event: dict) -> None:
+        kind = event["type"]
+        if kind != "client.consumed":
+            self._put({**event, "member": self._member})
+        if kind in ("legacy.assignment", "client.assignment"):
+            partitions = sorted({tuple(tp) for tps in event["assignment"].values() for tp in tps})
+            if partitions != self._owned:
+                self._owned = partitions
+                self.emit("compare.assignment", partitions=[list(tp) for tp in partitions])
+        elif kind == "legacy.rebalance_attempt" and event["outcome"] == "success":
+            self.emit("compare.rebalance", generation=None)
+        elif kind == "client.state" and event["state"] == "STABLE":
+            if event["generation"] not in self._stable_generations:
+                self._stable_generations.add(event["generation"])
+                self.emit("compare.rebalance", generation=event["generation"])
+        elif kind in ("legacy.committed", "client.committed"):
+            self.emit("compare.committed", offsets=event["offsets"], error=event.get("error"))
+
+    def processed(self, topic: str, partition: int, first: int, last: int, time_ms: int) -> None:
+        self.emit(
+            "compare.processed", time_ms=time_ms, topic=topic, partition=partition, first_offset=first, last_offset=last
+        )
+
+    def emit(self, event_type: str, time_ms: int | None = None, **fields) -> None:
+        now = int(time.time() * 1000) if time_ms is None else time_ms
+        self._put(make_event(event_type, now, self._group, self._member, **fields))
+
+    def _put(self, event: dict) -> None:
+        with self._lock:
+            self._write({**event, **self._tags})
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class ClientMember:
+    """A zkcoord.client.Consumer in a poll loop: each poll's records processed partition by partition."""
+
+    def __init__(self, spec: dict, source, trace: CompareTrace, stop: threading.Event):
+        from zkcoord.client import Consumer
+
+        self.trace = trace
+        self.cost_s = spec["cost_ms"] / 1000
+        self.consumer = Consumer(*spec["topics"], source=source, trace=trace, **spec["config"])
+        self.stop = stop
+        self.failed = False
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="poll", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._poll_until_stopped()
+        except Exception:
+            log.exception("the member failed")
+            self.failed = True
+            self.stop.set()
+
+    def _poll_until_stopped(self) -> None:
+        while not self.stop.is_set():
+            batch = self.consumer.poll(timeout_ms=POLL_TIMEOUT_MS)
+            for (topic, partition), records in batch.items():
+                if self.cost_s:
+                    time.sleep(self.cost_s * len(records))
+                self.trace.processed(topic, partition, records[0].offset, records[-1].offset, _now_ms())
+
+    def close(self) -> None:
+        """Stop polling (``stop`` is set), then close: the poll side owns the consumer."""
+        self._thread.join()
+        self.consumer.close()  # commits (auto-commit), revokes, leaves unless static
+
+
+class LegacyMember:
+    """A LegacyConsumer with one stream per topic, each iterated record by record in a thread of its own.
+
+    Each record is reported as processed right after its work: 0.8.2 moves the consumed offset when the
+    stream hands a record out, so an auto-commit may cover it before it is done, and a report held back for
+    a batch would be lost with the process in a crash although the next owner starts after it.
+    """
+
+    failed = False  # the stream never raises: 0.8.2 members keep trying
+
+    def __init__(self, spec: dict, source, trace: CompareTrace, stop: threading.Event):
+        from zkcoord.legacy.consumer import LegacyConsumer
+
+        self.trace = trace
+        self.cost_s = spec["cost_ms"] / 1000
+        topics = {topic: 1 for topic in spec["topics"]}
+        self.consumer = LegacyConsumer(spec["config"], topics=topics, trace=trace, source=source)
+        self.consumer.start()
+        self._threads = [
+            threading.Thread(target=self._run, args=(streams[0],), name=f"stream-{topic}", daemon=True)
+            for topic, streams in self.consumer.streams().items()
+        ]
+
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+
+    def _run(self, stream) -> None:
+        for record in stream:  # ends when the consumer closes
+            if self.cost_s:
+                time.sleep(self.cost_s)
+            self.trace.processed(record.topic, record.partition, record.offset, record.offset, _now_ms())
+
+    def close(self) -> None:
+        """Close (which ends the stream), then let the last record's report out."""
+        self.consumer.close()
+        for thread in self._threads:
+            thread.join(timeout=10)
+
+
+def run_member(spec: dict, stop: threading.Event) -> bool:
+    """Start the member of ``spec``, print ``ready``, process until ``stop``, close; False if it failed."""
+    writer = JsonLinesTraceWriter(spec["trace"])
+    trace = CompareTrace(writer, spec)
+    source = open_source(spec["source"])
+    member = (LegacyMember if spec["kind"] == "legacy" else ClientMember)(spec, source, trace, stop)
+    member.start()
+    print(READY, flush=True)
+    stop.wait()
+    try:
+        member.close()
+    finally:
+        writer.close()
+        source.close()
+    return not member.failed
+
+
+def main(argv: list[str]) -> int:
+    logging.basicConfig(
+        level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s %(message)s"
+    )
+    spec = json.loads(argv[0])
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+
+    def read_commands() -> None:
+        for line in sys.stdin:
+            if line.strip() == "close":
+                break
+        stop.set()  # a closed stdin (the runner is gone) closes the member too
+
+    threading.Thread(target=read_commands, name="commands", daemon=True).start()
+    return 0 if run_member(spec, stop) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,601 @@
+"""``zkcoord compare run``: the same workload under the ZooKeeper group and under coordinator groups.
+
+For every scenario and variant: fresh topics and a fresh group on one ZooKeeper (embedded unless given), fresh
+coordinator node processes for the coordinator variants, member processes (zkcoord.compare.member) started,
+closed, killed or stopped as the scenario's plan says (zkcoord.compare.scenarios), each step waited on until
+the group is settled again, then production stops and the members process what is left. Everything the
+members and the runner do is written as ``compare.*`` trace events (docs/traces.md) under ``OUT/traces``;
+``OUT/compare.json`` lists the runs and their outcome; process logs go to ``OUT/logs``.
+"""
+
+import contextlib
+import itertools
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from kazoo.client import KazooClient
+from prometheus_client.parser import text_string_to_metric_families
+
+from zkcoord.compare.member import READY
+from zkcoord.compare.scenarios import (
+    SCENARIOS,
+    VARIANTS,
+    Action,
+    GroupView,
+    NotApplicable,
+    Plan,
+    Variant,
+    Workload,
+    plan,
+)
+from zkcoord.legacy.trace import JsonLinesTraceWriter, make_event
+from zkcoord.sources import SyntheticSource
+from zkcoord.testing.node_process import HOST, NodeProcess
+from zkcoord.wire.channel import CoordinatorChannel
+from zkcoord.zk import admin
+from zkcoord.zk.server import EmbeddedZooKeeper, four_letter_word
+
+log = logging.getLogger(__name__)
+
+MANIFEST = "compare.json"
+RUNNER = "runner"
+TICK_S = 0.05
+
+
+@dataclass
+class CompareOptions:
+    """What ``zkcoord compare run`` was asked for."""
+
+    out: Path
+    scenarios: list[str]
+    variants: list[str] = field(default_factory=lambda: list(VARIANTS))
+    workload: Workload = field(default_factory=Workload)
+    rate: float = 20.0  # records/s per partition
+    cost_ms: float = 1.0  # processing time per record
+    duration_s: float = 10.0  # the window lasts at least this long before the drain
+    auto_commit_interval_ms: int = 1000
+    heartbeat_interval_ms: int = 1000
+    zookeeper: str | None = None  # connect string; None: an embedded ZooKeeper
+    node_properties: dict = field(default_factory=dict)
+    settle_timeout_s: float = 120.0
+    quiet_ms: int = 1000
+
+
+class RunFailed(Exception):
+    """A step did not settle, or the members did not catch up, in time."""
+
+
+# ---- processes -------------------------------------------------------------------------------------------------
+
+
+class MemberProcess:
+    """A ``python -m zkcoord.compare.member`` process: started, then closed, killed, stopped or continued."""
+
+    def __init__(self, spec: dict, log_path: Path):
+        self.spec = spec
+        self.instance = spec["instance"]
+        with open(log_path, "ab") as log_file:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "zkcoord.compare.member", json.dumps(spec)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log_file,
+                text=True,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+        self.log_path = log_path
+
+    def wait_ready(self, timeout: float) -> None:
+        ready = threading.Event()
+
+        def read() -> None:
+            for line in self.process.stdout:
+                if line.strip() == READY:
+                    ready.set()
+                    return
+
+        threading.Thread(target=read, daemon=True).start()
+        if not ready.wait(timeout):
+            tail = self.log_path.read_text(errors="replace")[-2000:]
+            raise RunFailed(f"member {self.instance} did not start in {timeout:.0f} s:\n{tail}")
+
+    def close(self, timeout: float = 30.0) -> None:
+        with contextlib.suppress(BrokenPipeError, OSError):
+            self.process.stdin.write("close\n")
+            self.process.stdin.flush()
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            log.warning("member %s did not close in %.0f s: killing it", self.instance, timeout)
+            self.kill()
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            self.process.send_signal(signal.SIGKILL)
+        self.process.wait(10)
+
+    def pause(self) -> None:
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self.process.send_signal(signal.SIGCONT)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind((HOST, 0))
+        return probe.getsockname()[1]
+
+
+def node_requests(node: NodeProcess) -> dict[str, int]:
+    """The node's handled requests per API, from its Prometheus metrics ({} when it does not answer)."""
+    try:
+        body = urllib.request.urlopen(f"http://{HOST}:{node.metrics_port}/metrics", timeout=5).read().decode()
+    except OSError:
+        return {}
+    counts: dict[str, int] = {}
+    for family in text_string_to_metric_families(body):
+        if family.name == "requests":
+            for sample in family.samples:
+                if sample.name == "requests_total":
+                    counts[sample.labels["api"]] = int(sample.value)
+    return counts
+
+
+def zookeeper_counts(connect: str) -> tuple[int, int] | None:
+    """(reads, writes) every server of ``connect`` has served, from ``mntr``; None if one does not tell."""
+    reads = writes = 0
+    for server in connect.split("/", 1)[0].split(","):
+        host, _, port = server.rpartition(":")
+        try:
+            figures = dict(
+                line.split("\t", 1) for line in four_letter_word(host, int(port), "mntr").splitlines() if "\t" in line
+            )
+            reads += int(figures["zk_cnt_readlatency"])
+            writes += int(figures["zk_cnt_updatelatency"])
+        except (OSError, KeyError, ValueError):
+            return None
+    return reads, writes
+
+
+# ---- one scenario under one variant ------------------------------------------------------------------------------
+
+
+class TraceTail:
+    """New complete lines of the ``*.jsonl`` files in a directory, as events."""
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+        self._offsets: dict[Path, int] = {}
+
+    def read(self) -> list[dict]:
+        events = []
+        for path in sorted(self.directory.glob("*.jsonl")):
+            if path.name == f"{RUNNER}.jsonl":
+                continue
+            with open(path, "rb") as file:
+                file.seek(self._offsets.get(path, 0))
+                data = file.read()
+            complete = data.rfind(b"\n") + 1
+            self._offsets[path] = self._offsets.get(path, 0) + complete
+            events += [json.loads(line) for line in data[:complete].splitlines() if line.strip()]
+        return events
+
+
+class ScenarioRun:
+    """Carry out ``plan`` for ``variant`` and write the traces of it."""
+
+    def __init__(self, context: "CompareContext", plan: Plan, variant: Variant):
+        self.context = context
+        self.options = context.options
+        self.plan = plan
+        self.variant = variant
+        self.tags = {"run": context.run_id, "scenario": plan.scenario, "variant": variant.name}
+        self.group = f"compare.{plan.scenario}.{variant.name}"
+        self.topics = {
+            f"{plan.scenario}.{variant.name}.{n}": self.options.workload.partitions
+            for n in range(self.options.workload.topics)
+        }
+        self.trace_dir = self.options.out / "traces" / plan.scenario / variant.name
+        self.log_dir = self.options.out / "logs" / plan.scenario / variant.name
+        self.view = GroupView(dict(self.topics), variant.legacy, self.options.quiet_ms)
+        self.members: dict[str, MemberProcess] = {}
+        self.starts: dict[str, int] = {}
+        self.nodes: dict[int, NodeProcess] = {}
+        self.node_counts: dict[int, dict[str, int]] = {}  # each node's request counts when the window opened
+        self.node_final: dict[int, dict[str, int]] = {}  # ... and when it was killed
+        self.source = SyntheticSource(rate_per_partition=self.options.rate)
+        self.tail = TraceTail(self.trace_dir)
+        self.zk_before: tuple[int, int] | None = None
+        self._writer: JsonLinesTraceWriter | None = None
+
+    # -- events --
+
+    def emit(self, event_type: str, member: str = RUNNER, instance: str | None = None, **fields) -> None:
+        event = make_event(event_type, int(time.time() * 1000), self.group, member, **fields)
+        event.update(self.tags, instance=instance)
+        self._writer(event)
+        self.view.apply(event)
+
+    def refresh(self) -> None:
+        for event in self.tail.read():
+            self.view.apply(event)
+
+    def wait_for(self, what: str, check: Callable[[], list[str] | dict], timeout: float) -> float:
+        """Poll ``check`` (what is still wrong) until it finds nothing; returns the seconds it took."""
+        started = time.monotonic()
+        while True:
+            self.refresh()
+            for process in self.members.values():
+                if process.process.poll() is not None:
+                    tail = process.log_path.read_text(errors="replace")[-2000:]
+                    raise RunFailed(f"member {process.instance} exited ({process.process.returncode}):\n{tail}")
+            left = check()
+            if not left:
+                return time.monotonic() - started
+            if time.monotonic() - started > timeout:
+                raise RunFailed(f"{what} not reached in {timeout:.0f} s: {left}")
+            time.sleep(TICK_S)
+
+    def settle(self) -> float:
+        return self.wait_for(
+            "a settled group",
+            lambda: self.view.problems(int(time.time() * 1000)),
+            self.options.settle_timeout_s,
+        )
+
+    # -- members --
+
+    def member_spec(self, member: str) -> dict:
+        count = self.starts[member] = self.starts.get(member, 0) + 1
+        options, workload = self.options, self.options.workload
+        if self.variant.legacy:
+            kind = "legacy"
+            config = {
+                "group.id": self.group,
+                "zookeeper.connect": self.context.connect,
+                "consumer.id": member,
+                "zookeeper.session.timeout.ms": workload.session_timeout_ms,
+                "rebalance.backoff.ms": 200,
+                "rebalance.max.retries": 10,
+                "auto.commit.enable": True,
+                "auto.commit.interval.ms": options.auto_commit_interval_ms,
+                "auto.offset.reset": "smallest",
+            }
+        else:
+            kind = "client"
+            config = {
+                "bootstrap_servers": ",".join(f"{h}:{p}" for h, p in self.node_addresses()),
+                "group_id": self.group,
+                "client_id": member,
+                "partition_assignment_strategy": self.variant.strategy,
+                "session_timeout_ms": workload.session_timeout_ms,
+                "heartbeat_interval_ms": options.heartbeat_interval_ms,
+                "enable_auto_commit": True,
+                "auto_commit_interval_ms": options.auto_commit_interval_ms,
+                "auto_offset_reset": "earliest",
+                "metadata_max_age_ms": options.heartbeat_interval_ms,  # a partition-count change is seen as fast
+            }
+            if self.variant.static:
+                config["group_instance_id"] = member
+        return {
+            **self.tags,
+            "kind": kind,
+            "member": member,
+            "instance": f"{member}#{count}",
+            "group": self.group,
+            "topics": sorted(self.topics),
+            "source": self.source.spec,
+            "cost_ms": options.cost_ms,
+            "trace": str(self.trace_dir / f"{member}#{count}.jsonl"),
+            "config": config,
+        }
+
+    def start_members(self, names: list[str]) -> None:
+        started = []
+        for name in names:
+            spec = self.member_spec(name)
+            process = MemberProcess(spec, self.log_dir / f"{spec['instance']}.log")
+            self.members[name] = process
+            self.emit("compare.member", member=name, instance=process.instance, event="started")
+            started.append(process)
+        for process in started:
+            process.wait_ready(self.options.settle_timeout_s)
+
+    def close_member(self, name: str) -> None:
+        process = self.members.pop(name)
+        process.close()
+        self.emit("compare.member", member=name, instance=process.instance, event="closed")
+
+    # -- coordinator nodes --
+
+    def start_nodes(self, count: int) -> None:
+        session_ms = self.options.workload.session_timeout_ms
+        overrides = {
+            "offsets.topic.num.partitions": 4,
+            "zookeeper.session.timeout.ms": session_ms,
+            "group.min.session.timeout.ms": min(6000, session_ms),  # Kafka's default minimum, or the run's
+            **self.options.node_properties,
+        }
+        log_dir = self.context.scratch / f"{self.plan.scenario}-{self.variant.name}-offsets"
+        for _ in range(count):
+            node_id = next(self.context.node_ids)  # unique: a killed node's registration outlives it a while
+            node = NodeProcess(
+                node_id,
+                self.context.connect,
+                log_dir,
+                overrides,
+                self.log_dir,
+                log_level="WARNING",
+                metrics_port=free_port(),
+            )
+            self.nodes[node_id] = node
+        for node_id, node in self.nodes.items():
+            node.wait_serving()
+            self.emit("compare.node", node_id=node_id, event="started")
+
+    def node_addresses(self) -> list[tuple[str, int]]:
+        return [node.address for node in self.nodes.values()]
+
+    def kill_coordinator(self) -> None:
+        """SIGKILL the group's coordinator, then wait until another node has taken the group over."""
+        live = [node_id for node_id, node in self.nodes.items() if node.alive()]
+        channel = CoordinatorChannel(
+            lambda: [self.nodes[node_id].address for node_id in live], "zkcoord-compare", request_timeout_ms=5000
+        )
+        try:
+            node_id, _ = channel.find_coordinator(self.group, time.monotonic() + 30)
+            node = self.nodes[node_id]
+            self.node_final[node_id] = node_requests(node)
+            node.kill()
+            live.remove(node_id)
+            self.emit("compare.node", node_id=node_id, event="killed")
+            deadline = time.monotonic() + self.options.settle_timeout_s
+            successor, _ = channel.find_coordinator(self.group, deadline)
+            while successor == node_id:  # the dead node's leadership lasts until its ZooKeeper session expires
+                if time.monotonic() > deadline:
+                    raise RunFailed(f"no node took group {self.group} over from node {node_id}")
+                time.sleep(TICK_S)
+                successor, _ = channel.find_coordinator(self.group, deadline)
+            self.emit("compare.node", node_id=successor, event="took-over")
+        finally:
+            channel.close()
+
+    # -- the plan --
+
+    def act(self, action: Action) -> None:
+        name = action.target
+        if action.kind == "start":
+            self.start_members([name])
+        elif action.kind == "close":
+            self.close_member(name)
+        elif action.kind == "restart":
+            self.close_member(name)
+            time.sleep(action.hold_ms / 1000)
+            self.start_members([name])
+        elif action.kind == "kill":
+            process = self.members.pop(name)
+            process.kill()
+            self.emit("compare.member", member=name, instance=process.instance, event="killed")
+        elif action.kind == "pause":
+            process = self.members[name]
+            process.pause()
+            self.emit("compare.member", member=name, instance=process.instance, event="paused")
+            time.sleep(action.hold_ms / 1000)
+            process.resume()
+            self.emit("compare.member", member=name, instance=process.instance, event="resumed")
+        elif action.kind == "kill-coordinator":
+            self.kill_coordinator()
+        elif action.kind == "add-partitions":
+            with self.context.zookeeper() as client:
+                count = self.topics[name] + action.count
+                admin.alter_topic_partitions(client, name, count)
+            self.topics[name] = count
+            self.emit("compare.topic", topic=name, partitions=count)
+        else:
+            raise ValueError(f"unknown action {action.kind!r}")
+
+    def counters(self) -> dict:
+        zk = zookeeper_counts(self.context.connect)
+        before = self.zk_before
+        by_api: dict[str, int] = {}
+        for node_id, node in self.nodes.items():
+            final = self.node_final.get(node_id) or node_requests(node)
+            for api, count in final.items():
+                by_api[api] = by_api.get(api, 0) + count - self.node_counts.get(node_id, {}).get(api, 0)
+        return {
+            "zk_reads": None if zk is None or before is None else zk[0] - before[0],
+            "zk_writes": None if zk is None or before is None else zk[1] - before[1],
+            "coordinator_requests": sum(by_api.values()),
+            "coordinator_requests_by_api": dict(sorted(by_api.items())),
+        }
+
+    def run(self, say: Callable[[str], None]) -> None:
+        shutil.rmtree(self.trace_dir, ignore_errors=True)
+        shutil.rmtree(self.log_dir, ignore_errors=True)
+        self.trace_dir.mkdir(parents=True)
+        self.log_dir.mkdir(parents=True)
+        self._writer = JsonLinesTraceWriter(self.trace_dir / f"{RUNNER}.jsonl")
+        try:
+            self._run(say)
+        finally:
+            self.stop()
+            self._writer.close()
+
+    def _run(self, say: Callable[[str], None]) -> None:
+        options, workload = self.options, self.options.workload
+        with self.context.zookeeper() as client:
+            for topic, count in self.topics.items():
+                admin.create_topic(client, topic, count)
+        self.emit(
+            "compare.run",
+            members=workload.members,
+            partitions=dict(self.topics),
+            rate=options.rate,
+            cost_ms=options.cost_ms,
+            auto_commit_interval_ms=options.auto_commit_interval_ms,
+            session_timeout_ms=workload.session_timeout_ms,
+            label=self.variant.label,
+        )
+        for topic, count in self.topics.items():
+            self.emit("compare.topic", topic=topic, partitions=count)
+        self.emit("compare.phase", phase="warmup")
+        if not self.variant.legacy:
+            self.start_nodes(self.plan.coordinator_nodes)
+        if self.plan.initial_members:
+            self.start_members(list(self.plan.initial_members))
+            self.settle()
+        self.zk_before = zookeeper_counts(self.context.connect)
+        self.node_counts = {node_id: node_requests(node) for node_id, node in self.nodes.items()}
+        self.emit("compare.phase", phase="measure")
+        window_opened = time.monotonic()
+        for number, step in enumerate(self.plan.steps, 1):
+            self.emit("compare.step", step=number, name=step.name)
+            started = time.monotonic()
+            for action in step.actions:
+                self.act(action)
+            settled = self.settle()
+            say(
+                f"  step {number}/{len(self.plan.steps)} {step.name}: settled "
+                f"{time.monotonic() - started:.1f} s after it began, {settled:.1f} s after its last action"
+            )
+        time.sleep(max(0.0, options.duration_s - (time.monotonic() - window_opened)))
+        self.emit("compare.phase", phase="drain")
+        ends = {}
+        for topic, count in self.topics.items():
+            partitions = [(topic, p) for p in range(count)]
+            for (name, partition), end in self.source.end_offsets(partitions).items():
+                ends[(name, partition)] = end
+                self.emit("compare.produced", topic=name, partition=partition, end_offset=end)
+        took = self.wait_for("every record processed", lambda: self.view.behind(ends), options.settle_timeout_s)
+        say(f"  all {sum(ends.values())} records processed {took:.1f} s after production stopped")
+        self.emit("compare.counters", **self.counters())
+        self.emit("compare.phase", phase="end")
+
+    def stop(self) -> None:
+        with ThreadPoolExecutor(max(1, len(self.members))) as pool:
+            list(pool.map(lambda process: process.close(), self.members.values()))
+        for name, process in self.members.items():
+            self.emit("compare.member", member=name, instance=process.instance, event="closed")
+        self.members.clear()
+        for node in self.nodes.values():
+            node.stop()
+
+
+# ---- the whole run ------------------------------------------------------------------------------------------------
+
+
+class CompareContext:
+    """Where the runs of one ``compare run`` happen: ZooKeeper (embedded or given), a scratch directory."""
+
+    def __init__(self, options: CompareOptions):
+        self.options = options
+        self.run_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
+        self.scratch = Path(tempfile.mkdtemp(prefix="zkcoord-compare-"))
+        self._embedded: EmbeddedZooKeeper | None = None
+        self.connect = ""
+        self.node_ids = itertools.count(1)
+
+    def __enter__(self) -> "CompareContext":
+        base = self.options.zookeeper
+        if base is None:
+            self._embedded = EmbeddedZooKeeper(
+                data_dir=self.scratch / "zookeeper", tick_time_ms=500, max_session_timeout_ms=60_000
+            ).start()
+            base = self._embedded.connect_string
+        chroot = f"/zkcoord-compare-{self.run_id}"
+        with contextlib.closing(KazooClient(hosts=base)) as client:
+            client.start(timeout=30)
+            client.ensure_path(chroot)
+            client.stop()
+        self.connect = base + chroot
+        with self.zookeeper() as client:
+            admin.register_broker(client, 0, "localhost", 9092, timestamp_ms=1, persistent=True)
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        if self._embedded is not None:
+            self._embedded.stop()
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+    @contextlib.contextmanager
+    def zookeeper(self):
+        client = KazooClient(hosts=self.connect)
+        client.start(timeout=30)
+        try:
+            yield client
+        finally:
+            client.stop()
+            client.close()
+
+
+def read_manifest(out: Path) -> dict:
+    path = out / MANIFEST
+    if not path.exists():
+        return {"runs": []}
+    return json.loads(path.read_text())
+
+
+def compare_run(options: CompareOptions, say: Callable[[str], None] = print) -> list[dict]:
+    """Run every scenario under every variant; returns the manifest entries of these runs (status per run)."""
+    for name in options.scenarios:
+        if name not in SCENARIOS:
+            raise ValueError(f"unknown scenario {name!r}; one of {', '.join(SCENARIOS)}")
+    for name in options.variants:
+        if name not in VARIANTS:
+            raise ValueError(f"unknown variant {name!r}; one of {', '.join(VARIANTS)}")
+    options.out.mkdir(parents=True, exist_ok=True)
+    results = []
+    with CompareContext(options) as context:
+        for scenario in options.scenarios:
+            for variant_name in options.variants:
+                variant = VARIANTS[variant_name]
+                entry = {"scenario": scenario, "variant": variant_name, "run": context.run_id}
+                topics = [f"{scenario}.{variant_name}.{n}" for n in range(options.workload.topics)]
+                try:
+                    steps = plan(scenario, variant, options.workload, topics)
+                except NotApplicable as reason:
+                    say(f"{scenario} / {variant_name}: not applicable ({reason})")
+                    results.append({**entry, "status": "not-applicable", "detail": str(reason)})
+                    continue
+                say(f"{scenario} / {variant_name} ({variant.label}) ...")
+                started = time.monotonic()
+                try:
+                    ScenarioRun(context, steps, variant).run(say)
+                    entry.update(status="ok", detail=None)
+                except Exception as error:  # one broken run must not end the others
+                    log.debug("run %s / %s failed", scenario, variant_name, exc_info=True)
+                    entry.update(status="failed", detail=f"{type(error).__name__}: {error}")
+                    say(f"  FAILED: {entry['detail']}")
+                entry["duration_s"] = round(time.monotonic() - started, 1)
+                say(f"  {entry['status']} in {entry['duration_s']:.0f} s")
+                results.append(entry)
+                write_manifest(options, results)
+    return results
+
+
+def write_manifest(options: CompareOptions, results: list[dict]) -> None:
+    manifest = read_manifest(options.out)
+    done = {(r["scenario"], r["variant"]) for r in results}
+    runs = [r for r in manifest["runs"] if (r["scenario"], r["variant"]) not in done] + results
+    manifest.update(
+        schema="zkcoord.compare/1",
+        runs=sorted(runs, key=lambda r: (SCENARIOS.index(r["scenario"]), list(VARIANTS).index(r["variant"]))),
+        workload={**asdict(options.workload), "rate": options.rate, "cost_ms": options.cost_ms},
+    )
+    (options.out / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")

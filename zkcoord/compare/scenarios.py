@@ -1,0 +1,209 @@
+"""What a comparison run does, as data: the variants, the scenarios' steps, and when a group counts as settled.
+
+Pure: no processes, no ZooKeeper, no clock; the runner (zkcoord.compare.runner) carries the plans out and feeds
+:class:`GroupView` the ``compare.*`` events it reads back from the members' traces, with the time.
+"""
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+LEGACY = "legacy"
+
+
+@dataclass(frozen=True)
+class Variant:
+    """How the group coordinates: the 0.8.2 ZooKeeper protocol, or the coordinator with one client set-up."""
+
+    name: str
+    label: str
+    strategy: str = "range"
+    static: bool = False
+
+    @property
+    def legacy(self) -> bool:
+        return self.name == LEGACY
+
+
+VARIANTS = {
+    variant.name: variant
+    for variant in (
+        Variant(LEGACY, "ZooKeeper 0.8.2 (range)"),
+        Variant("eager", "coordinator, eager (range, dynamic members)"),
+        Variant("static", "coordinator, static members (range, group.instance.id)", static=True),
+        Variant("cooperative", "coordinator, cooperative-sticky", strategy="cooperative-sticky"),
+    )
+}
+
+SCENARIOS = (
+    "cold-start",
+    "scale-up",
+    "scale-down",
+    "rolling-bounce",
+    "kill",
+    "session-expiry",
+    "coordinator-failover",
+    "partition-change",
+)
+
+
+@dataclass(frozen=True)
+class Action:
+    """One thing the runner does to the group: ``kind`` on ``target`` (a member name, or a topic).
+
+    Kinds: ``start``, ``close`` (clean), ``restart`` (close, ``hold_ms`` down, start again), ``kill`` (SIGKILL),
+    ``pause`` (SIGSTOP for ``hold_ms``, then SIGCONT), ``kill-coordinator`` (SIGKILL the group's coordinator
+    node), ``add-partitions`` (``count`` more partitions for topic ``target``).
+    """
+
+    kind: str
+    target: str | None = None
+    hold_ms: int = 0
+    count: int = 0
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    actions: tuple[Action, ...]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Members started (and settled) before the window opens, then the steps, each waited on until settled."""
+
+    scenario: str
+    initial_members: tuple[str, ...]
+    steps: tuple[Step, ...]
+    coordinator_nodes: int = 1
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The shape of a run: members, topics × partitions, the change size ``k`` and the timings."""
+
+    members: int = 6
+    partitions: int = 12
+    topics: int = 1
+    k: int = 2
+    downtime_ms: int = 1000
+    session_timeout_ms: int = 6000
+
+    def member_names(self, count: int, first: int = 0) -> tuple[str, ...]:
+        return tuple(f"m{n:02d}" for n in range(first, first + count))
+
+
+class NotApplicable(ValueError):
+    """The scenario has no meaning for the variant (a coordinator failover of a ZooKeeper group)."""
+
+
+def plan(scenario: str, variant: Variant, workload: Workload, topics: Iterable[str]) -> Plan:
+    """The steps of ``scenario`` for ``variant``; raises :class:`NotApplicable` or ValueError (unknown name)."""
+    n, k = workload.members, workload.k
+    everyone = workload.member_names(n)
+    if scenario not in SCENARIOS:
+        raise ValueError(f"unknown scenario {scenario!r}; one of {', '.join(SCENARIOS)}")
+    if scenario in ("scale-down", "kill", "session-expiry", "rolling-bounce") and n < 2:
+        raise ValueError(f"{scenario} needs at least 2 members")
+    if scenario == "scale-down" and not 0 < k < n:
+        raise ValueError(f"scale-down by {k} needs 0 < k < members ({n})")
+    if scenario == "cold-start":
+        return Plan(scenario, (), (Step(f"start {n} members", tuple(Action("start", m) for m in everyone)),))
+    if scenario == "scale-up":
+        added = workload.member_names(k, first=n)
+        return Plan(scenario, everyone, (Step(f"start {k} more members", tuple(Action("start", m) for m in added)),))
+    if scenario == "scale-down":
+        return Plan(scenario, everyone, (Step(f"close {k} members", tuple(Action("close", m) for m in everyone[-k:])),))
+    if scenario == "rolling-bounce":
+        down = workload.downtime_ms
+        steps = tuple(Step(f"bounce {m}", (Action("restart", m, hold_ms=down),)) for m in everyone)
+        return Plan(scenario, everyone, steps)
+    if scenario == "kill":
+        return Plan(scenario, everyone, (Step(f"SIGKILL {everyone[0]}", (Action("kill", everyone[0]),)),))
+    if scenario == "session-expiry":
+        hold = workload.session_timeout_ms * 3 // 2
+        step = Step(f"SIGSTOP {everyone[0]} for {hold} ms", (Action("pause", everyone[0], hold_ms=hold),))
+        return Plan(scenario, everyone, (step,))
+    if scenario == "coordinator-failover":
+        if variant.legacy:
+            raise NotApplicable("a ZooKeeper group has no coordinator to fail over")
+        return Plan(scenario, everyone, (Step("SIGKILL the coordinator", (Action("kill-coordinator"),)),), 2)
+    actions = tuple(Action("add-partitions", topic, count=k) for topic in topics)
+    return Plan(scenario, everyone, (Step(f"add {k} partitions per topic", actions),))
+
+
+@dataclass
+class _Instance:
+    member: str
+    live: bool = True
+    owned: frozenset = frozenset()
+    generation: int | None = None
+
+
+@dataclass
+class GroupView:
+    """The group as its members' ``compare.*`` events describe it, and whether it is settled.
+
+    Settled: the live instances' partitions are disjoint and cover every partition of ``topics``, every live
+    instance has reported a rebalance (for the coordinator: all in one generation), and no assignment or
+    rebalance event arrived for ``quiet_ms``.
+    """
+
+    topics: dict[str, int]
+    legacy: bool
+    quiet_ms: int = 1000
+    instances: dict[str, _Instance] = field(default_factory=dict)
+    last_change_ms: int = 0
+    processed_up_to: dict[tuple[str, int], int] = field(default_factory=dict)
+
+    def apply(self, event: dict) -> None:
+        kind, name = event["type"], event.get("instance")
+        if kind == "compare.member":
+            if event["event"] == "started":
+                self.instances[name] = _Instance(event["member"])
+            elif event["event"] in ("closed", "killed") and name in self.instances:
+                self.instances[name].live = False
+            self.last_change_ms = max(self.last_change_ms, event["time_ms"])
+        elif kind == "compare.topic":
+            self.topics[event["topic"]] = event["partitions"]
+        elif kind == "compare.processed":
+            key = (event["topic"], event["partition"])
+            self.processed_up_to[key] = max(self.processed_up_to.get(key, -1), event["last_offset"])
+        elif kind in ("compare.assignment", "compare.rebalance") and name in self.instances:
+            instance = self.instances[name]
+            if kind == "compare.assignment":
+                instance.owned = frozenset(tuple(tp) for tp in event["partitions"])
+            else:
+                instance.generation = -1 if event["generation"] is None else event["generation"]
+            self.last_change_ms = max(self.last_change_ms, event["time_ms"])
+
+    def live(self) -> list[_Instance]:
+        return [instance for instance in self.instances.values() if instance.live]
+
+    def problems(self, now_ms: int) -> list[str]:
+        """Why the group is not settled at ``now_ms`` (empty: it is)."""
+        live = self.live()
+        found: list[str] = []
+        if not live:
+            return ["no live member"]
+        owners: dict = {}
+        for instance in live:
+            for tp in instance.owned:
+                owners.setdefault(tp, []).append(instance.member)
+        wanted = {(topic, p) for topic, count in self.topics.items() for p in range(count)}
+        if unowned := wanted - set(owners):
+            found.append(f"{len(unowned)} partitions unowned, e.g. {sorted(unowned)[:3]}")
+        if twice := sorted(tp for tp, members in owners.items() if len(members) > 1):
+            found.append(f"{len(twice)} partitions owned twice, e.g. {[(tp, owners[tp]) for tp in twice[:3]]}")
+        generations = {instance.generation for instance in live}
+        if None in generations:
+            found.append("a member has not finished its first rebalance")
+        elif not self.legacy and len(generations) > 1:
+            found.append(f"members in generations {sorted(generations)}")
+        if now_ms - self.last_change_ms < self.quiet_ms:
+            found.append(f"changed {now_ms - self.last_change_ms} ms ago")
+        return found
+
+    def behind(self, end_offsets: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        """Partitions whose records below their end offset are not all processed yet: how many are left."""
+        left = {tp: end - 1 - self.processed_up_to.get(tp, -1) for tp, end in end_offsets.items()}
+        return {tp: count for tp, count in left.items() if count > 0}
