@@ -58,7 +58,7 @@ from kazoo.exceptions import NodeExistsError
 from zkcoord.cli import zookeeper as cli_zookeeper
 from zkcoord.client.bootstrap import discover_nodes
 from zkcoord.log.inspect import scan_partition
-from zkcoord.log.partition import partition_directories
+from zkcoord.log.segment import partition_directories
 from zkcoord.migration.phases import MigrationError
 from zkcoord.migration.runner import Runner, load_steps
 from zkcoord.migration.verify import verify_groups

@@ -22,7 +22,7 @@ from zkcoord.errors import CommitFailedError, ConfigError, CoordinatorMembersErr
 from zkcoord.legacy.config import LegacyConsumerConfig
 from zkcoord.legacy.offsets import mode_for
 from zkcoord.log.inspect import scan_partition
-from zkcoord.log.partition import partition_directories
+from zkcoord.log.segment import partition_directories
 from zkcoord.migration import store
 from zkcoord.migration.phases import LOG, MAX, MIRROR, ZK, MigrationState, Phase
 from zkcoord.model import TopicPartition

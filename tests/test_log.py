@@ -14,8 +14,7 @@ from zkcoord.clock import ManualClock
 from zkcoord.errors import ConfigError, CorruptLogError, LogInUseError, LogStorageError, RecordTooLargeError
 from zkcoord.log import LogConfig, PartitionLog
 from zkcoord.log.format import HEADER_SIZE, LogFormatError, decode_entry, encode_entry, encode_records
-from zkcoord.log.partition import partition_directories
-from zkcoord.log.segment import check_batches
+from zkcoord.log.segment import check_batches, partition_directories
 
 SMALL = LogConfig(segment_bytes=4096, max_message_bytes=2048, index_interval_bytes=256)
 

@@ -28,8 +28,10 @@ from zkcoord.log import LogConfig
 from zkcoord.log.cleaner import clean
 from zkcoord.log.inspect import describe_records, scan_partition
 from zkcoord.log.loader import load_partition
-from zkcoord.log.partition import PartitionLog, partition_directories
+from zkcoord.log.partition import PartitionLog
+from zkcoord.log.segment import partition_directories
 from zkcoord.model import TopicPartition
+from zkcoord.tables import format_table
 from zkcoord.zk import admin
 
 EXIT_OK, EXIT_PROBLEM, EXIT_USAGE = 0, 1, 2
@@ -72,9 +74,7 @@ def zookeeper(args: argparse.Namespace, create_chroot: bool = False) -> Iterator
 
 
 def _print_table(rows: Sequence[Sequence[object]], header: Sequence[str]) -> None:
-    widths = [max(len(str(x)) for x in column) for column in zip(header, *rows, strict=False)]
-    for row in [header, *rows]:
-        print("  ".join(str(value).ljust(width) for value, width in zip(row, widths, strict=True)).rstrip())
+    print(format_table(header, rows))
 
 
 def _emit_json(value: object) -> None:

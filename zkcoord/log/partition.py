@@ -52,7 +52,6 @@ from zkcoord.log.segment import (
     ScanProblem,
     Segment,
     fsync_directory,
-    parse_segment_name,
     read_batches,
     segment_name,
 )
@@ -99,20 +98,6 @@ def _lock_directory(directory: Path, shared: bool = False) -> int:
     os.ftruncate(fd, 0)
     os.pwrite(fd, _SHARED_HOLDER if shared else str(os.getpid()).encode(), 0)
     return fd
-
-
-def partition_directories(path: str | os.PathLike) -> list[Path]:
-    """``path`` itself if it holds segments, else each child directory that does (sorted)."""
-    root = Path(path)
-    if not root.is_dir():
-        raise FileNotFoundError(f"{root} is not a directory")
-
-    def is_partition(directory: Path) -> bool:
-        return any(parse_segment_name(name) is not None for name in os.listdir(directory))
-
-    if is_partition(root):
-        return [root]
-    return sorted(child for child in root.iterdir() if child.is_dir() and is_partition(child))
 
 
 class _PendingAppend(NamedTuple):

@@ -241,3 +241,17 @@ class Segment:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+
+
+def partition_directories(path: str | os.PathLike) -> list[Path]:
+    """``path`` itself if it holds segments, else each child directory that does (sorted)."""
+    root = Path(path)
+    if not root.is_dir():
+        raise FileNotFoundError(f"{root} is not a directory")
+
+    def is_partition(directory: Path) -> bool:
+        return any(parse_segment_name(name) is not None for name in os.listdir(directory))
+
+    if is_partition(root):
+        return [root]
+    return sorted(child for child in root.iterdir() if child.is_dir() and is_partition(child))
