@@ -21,6 +21,19 @@ def zk_server():
         yield connect
 
 
+@pytest.fixture(scope="session")
+def spark():
+    """One local Spark session for every pipeline test: starting the JVM costs seconds, the tiny jobs do not."""
+    from zkcoord.pipeline.spark import spark_session
+
+    session = spark_session("zkcoord-tests", "local[2]")
+    # Interpreted expressions: compiling generated code costs more than it saves on inputs of a few hundred events.
+    session.conf.set("spark.sql.codegen.wholeStage", "false")
+    session.conf.set("spark.sql.codegen.factoryMode", "NO_CODEGEN")
+    yield session
+    session.stop()
+
+
 @pytest.fixture
 def zk_connect(zk_server):
     """A connect string with a fresh, empty chroot for this test."""
