@@ -208,8 +208,16 @@ def test_zk_start_serves_until_interrupted(tmp_path):
     assert (tmp_path / "zk" / "zoo.cfg").exists()  # a data dir the user gave is kept
 
 
-def test_demo_runs_and_verifies(capsys):
-    assert run(capsys, "demo", "--members", "3", "--partitions", "6")[0] == 0
+@pytest.mark.timeout(900)
+def test_demo_compares_migrates_and_reports(capsys, tmp_path):
+    out = tmp_path / "demo"
+    code, printed, _ = run(
+        capsys, "demo", "--members", "2", "--partitions", "4", "--variants", "legacy,static", "--out", str(out)
+    )
+    assert code == 0, printed
+    assert (out / "report" / "report.html").exists() and (out / "report" / "summary.parquet").exists()
+    assert "follows LOG_ONLY" in printed and "follows ZK_ONLY" in printed  # the members followed the phases
+    assert f"Report: {(out / 'report' / 'report.html').resolve()}" in printed
 
 
 def test_zookeeper_errors_exit_2_without_a_traceback(capsys, zk, zk_connect, tmp_path):
