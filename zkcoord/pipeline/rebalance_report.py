@@ -8,7 +8,7 @@ so it scales with the number of events only. Must not import gevent, kazoo, the 
 
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import reduce
 
@@ -17,23 +17,12 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
+from zkcoord.compare.scenarios import LEGACY, SCENARIOS, VARIANTS
 from zkcoord.pipeline.report_html import format_ratio, render_report
 from zkcoord.pipeline.spark import DEFAULT_MASTER, spark_session
 from zkcoord.tables import format_table
 
 TRACE_SCHEMA = "zkcoord.trace/1"
-LEGACY_VARIANT = "legacy"
-SCENARIO_ORDER = (
-    "cold-start",
-    "scale-up",
-    "scale-down",
-    "rolling-bounce",
-    "kill",
-    "session-expiry",
-    "coordinator-failover",
-    "partition-change",
-)
-VARIANT_ORDER = (LEGACY_VARIANT, "eager", "static", "cooperative")
 METRICS = (
     "rebalances",
     "time_to_stable_ms",
@@ -165,7 +154,7 @@ def compute(events: DataFrame) -> ReportTables:
     new_generations = F.size(F.filter("generations_in_window", lambda generation: generation > highest_before))
     summary = totals.select(
         *KEY,
-        F.when(F.col("variant") == LEGACY_VARIANT, F.coalesce("most_rebalances_of_one_member", F.lit(0)))
+        F.when(F.col("variant") == LEGACY, F.coalesce("most_rebalances_of_one_member", F.lit(0)))
         .otherwise(new_generations)
         .cast("long")
         .alias("rebalances"),
@@ -488,7 +477,7 @@ def old_new_ratio(old, new) -> float | None:
 
 def ratio_rows(summary: list[dict], metrics: tuple[str, ...] = METRICS) -> list[dict]:
     """Per scenario and coordinator variant: each metric's ``legacy`` value divided by the variant's."""
-    legacy = {row["scenario"]: row for row in summary if row["variant"] == LEGACY_VARIANT}
+    legacy = {row["scenario"]: row for row in summary if row["variant"] == LEGACY}
     return [
         {
             "scenario": row["scenario"],
@@ -496,7 +485,7 @@ def ratio_rows(summary: list[dict], metrics: tuple[str, ...] = METRICS) -> list[
             **{metric: old_new_ratio(legacy[row["scenario"]][metric], row[metric]) for metric in metrics},
         }
         for row in summary
-        if row["variant"] != LEGACY_VARIANT and row["scenario"] in legacy
+        if row["variant"] != LEGACY and row["scenario"] in legacy
     ]
 
 
@@ -509,13 +498,13 @@ def terminal_table(summary: list[dict]) -> str:
     )
     ratios = ratio_rows(summary, HEADLINE_METRICS)
     if not ratios:
-        return f"{values}\n\nno scenario has a {LEGACY_VARIANT} run and a coordinator run to compare"
+        return f"{values}\n\nno scenario has a {LEGACY} run and a coordinator run to compare"
     ratio_table = format_table(
         ["SCENARIO", "OLD / NEW", *(metric.upper() for metric in HEADLINE_METRICS)],
         [
             [
                 row["scenario"],
-                f"{LEGACY_VARIANT} / {row['variant']}",
+                f"{LEGACY} / {row['variant']}",
                 *(format_ratio(row[metric], "-") for metric in HEADLINE_METRICS),
             ]
             for row in ratios
@@ -533,10 +522,10 @@ def _format_value(value) -> str:
 def sort_rows(rows: list[dict]) -> list[dict]:
     """Rows in the order of docs/compare.md's scenarios and variants, unknown ones after them by name."""
 
-    def rank(order: tuple[str, ...], name: str) -> tuple[int, str]:
+    def rank(order: Sequence[str], name: str) -> tuple[int, str]:
         return (order.index(name), "") if name in order else (len(order), name)
 
-    return sorted(rows, key=lambda row: (rank(SCENARIO_ORDER, row["scenario"]), rank(VARIANT_ORDER, row["variant"])))
+    return sorted(rows, key=lambda row: (rank(SCENARIOS, row["scenario"]), rank(list(VARIANTS), row["variant"])))
 
 
 def run(in_dir: str, out_dir: str, master: str | None = None, console: Callable[[str], object] = print) -> list[dict]:
