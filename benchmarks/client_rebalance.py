@@ -37,12 +37,10 @@ import math
 import multiprocessing
 import os
 import platform
-import queue
 import random
 import shutil
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import textwrap
@@ -59,6 +57,7 @@ from kazoo.client import KazooClient
 
 from zkcoord.legacy.consumer import LegacyConsumer
 from zkcoord.sources import SyntheticSource
+from zkcoord.testing.node_process import NodeProcess
 from zkcoord.zk import admin
 from zkcoord.zk.server import EmbeddedZooKeeper
 
@@ -369,46 +368,6 @@ class CpuWindow:
         }
         cores["machine"] = (machine_busy_seconds() - self.machine) / elapsed
         return cores
-
-
-class Node:
-    """One coordinator node process, started as tests/cluster_support.py does."""
-
-    def __init__(self, connect: str, log_dir: Path, log_path: Path):
-        command = [sys.executable, "-m", "zkcoord.cli", "--log-level", "WARNING", "coordinator", "start"]
-        command += ["--node-id", "1", "--host", "127.0.0.1", "--port", "0", "--zookeeper", connect]
-        command += ["--log-dir", str(log_dir)]
-        for key, value in NODE_OVERRIDES.items():
-            command += ["--override", f"{key}={value}"]
-        with open(log_path, "wb") as log_file:
-            self.process = subprocess.Popen(
-                command,
-                stdout=subprocess.PIPE,
-                stderr=log_file,
-                stdin=subprocess.DEVNULL,
-                text=True,
-                cwd=REPO,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            )
-        lines: queue.Queue = queue.Queue()
-        threading.Thread(target=lambda: [lines.put(line) for line in self.process.stdout], daemon=True).start()
-        try:
-            line = lines.get(timeout=60)
-        except queue.Empty:
-            line = ""
-        if "serving on" not in line:
-            self.stop()
-            raise RuntimeError(f"the coordinator node did not start:\n{log_path.read_text(errors='replace')[-3000:]}")
-        self.address = line.strip().rsplit(" ", 1)[1]
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
 
 
 @dataclass
@@ -795,7 +754,7 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="client-rebalance-bench-", dir=parent))
     started = time.monotonic()
     zk = EmbeddedZooKeeper(data_dir=root / "zookeeper", tick_time_ms=500, max_session_timeout_ms=60_000)
-    node: Node | None = None
+    node: NodeProcess | None = None
     members: Members | None = None
     try:
         print(f"Machine: {machine()}", flush=True)
@@ -811,15 +770,17 @@ def main() -> None:
             for size in sizes:
                 admin.create_topic(client, f"{TOPIC_PREFIX}-{size}", size * PARTITIONS_PER_MEMBER)
             client.stop()
-        node = Node(connect, root / "offsets", root / "node.log")
+        node = NodeProcess(1, connect, root / "offsets", NODE_OVERRIDES, root, log_level="WARNING")
+        node.wait_serving(60)
+        bootstrap = "{}:{}".format(*node.address)
         env = Env(
             connect=connect,
-            bootstrap=node.address,
+            bootstrap=bootstrap,
             pids={"node": [node.process.pid], "zookeeper": [zk._process.pid] if zk._process else []},
             downtime_s=args.downtime_ms / 1000,
             streams=legacy_has_streams(),
         )
-        print(f"ZooKeeper {zk.connect_string} (tickTime 500 ms); coordinator node {node.address}", flush=True)
+        print(f"ZooKeeper {zk.connect_string} (tickTime 500 ms); coordinator node {bootstrap}", flush=True)
         per = args.members_per_process
         hosts_note = (
             f"threads of ceil(members / {per}) host processes per member count (slot s on host s mod hosts), "
