@@ -31,6 +31,7 @@ from zkcoord.pipeline.rebalance_report import (
     terminal_table,
 )
 from zkcoord.pipeline.report_html import render_report
+from zkcoord.pipeline.spark import local_driver_memory
 
 RUN_ID = "run-1"
 MEASURE_MS, DRAIN_MS, END_MS = 10_000, 18_000, 20_000
@@ -424,7 +425,7 @@ def test_main_exits_1_when_records_were_missed_and_2_on_bad_input(monkeypatch, t
         {"scenario": "kill", "variant": "legacy", "records_missed": 0},
         {"scenario": "kill", "variant": "eager", "records_missed": 7},
     ]
-    monkeypatch.setattr(rebalance_report, "run", lambda in_dir, out_dir, master: rows)
+    monkeypatch.setattr(rebalance_report, "run", lambda in_dir, out_dir, master, driver_memory: rows)
     assert pipeline_main.main(arguments) == 1
     assert capsys.readouterr().err.splitlines() == [
         "records missed: kill/eager: 7 produced records were never processed"
@@ -432,7 +433,7 @@ def test_main_exits_1_when_records_were_missed_and_2_on_bad_input(monkeypatch, t
     rows[1]["records_missed"] = 0
     assert pipeline_main.main(arguments) == 0
 
-    def refuse(in_dir, out_dir, master):
+    def refuse(in_dir, out_dir, master, driver_memory):
         raise ReportInputError(f"no compare.* events under {in_dir}")
 
     monkeypatch.setattr(rebalance_report, "run", refuse)
@@ -456,6 +457,12 @@ def test_run_refuses_input_without_compare_events_or_of_several_runs(spark, tmp_
         run(str(tmp_path / "mixed"), str(tmp_path / "out"), console=lambda line: None)
     with pytest.raises(ReportInputError, match="no such directory"):
         run(str(tmp_path / "nowhere"), str(tmp_path / "out"), console=lambda line: None)
+
+
+def test_local_mode_gives_the_only_executor_a_share_of_the_machines_memory(spark):
+    # Spark's 1g default ran out of heap on the benchmark's 10M events.
+    memory = spark.sparkContext.getConf().get("spark.driver.memory")
+    assert memory == local_driver_memory() and 1 <= int(memory.removesuffix("g")) <= 8
 
 
 def test_the_command_writes_the_report_without_importing_gevent_or_kazoo(spark, tmp_path):

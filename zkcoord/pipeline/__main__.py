@@ -8,6 +8,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from zkcoord.pipeline.spark import DRIVER_MEMORY_HELP
+
 PROG = "python -m zkcoord.pipeline"
 
 
@@ -21,6 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--in", dest="in_dir", required=True, metavar="DIR", help="a `zkcoord compare run` directory")
     report.add_argument("--out", dest="out_dir", required=True, metavar="REPORT", help="directory for the report")
     report.add_argument("--master", help="Spark master URL (default local[*])")
+    report.add_argument("--driver-memory", metavar="SIZE", help=DRIVER_MEMORY_HELP)
     commands.add_parser("offsets-audit", add_help=False, help="audit offsets (see offsets-audit --help)")
     return parser
 
@@ -30,7 +33,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] == ["offsets-audit"]:
         return _offsets_audit(argv[1:])
     args = build_parser().parse_args(argv)
-    return _rebalance_report(args.in_dir, args.out_dir, args.master)
+    return _rebalance_report(args.in_dir, args.out_dir, args.master, args.driver_memory)
 
 
 def _offsets_audit(argv: list[str]) -> int:
@@ -39,7 +42,7 @@ def _offsets_audit(argv: list[str]) -> int:
     return offsets_audit.main(argv)
 
 
-def _rebalance_report(in_dir: str, out_dir: str, master: str | None) -> int:
+def _rebalance_report(in_dir: str, out_dir: str, master: str | None, driver_memory: str | None) -> int:
     try:
         from zkcoord.pipeline import rebalance_report
         from zkcoord.pipeline.spark import SparkUnavailableError
@@ -50,7 +53,7 @@ def _rebalance_report(in_dir: str, out_dir: str, master: str | None) -> int:
         )
         return 2
     try:
-        summary = rebalance_report.run(in_dir, out_dir, master)
+        summary = rebalance_report.run(in_dir, out_dir, master, driver_memory=driver_memory)
     except (rebalance_report.ReportInputError, SparkUnavailableError) as error:
         print(f"{PROG} rebalance-report: {error}", file=sys.stderr)
         return 2

@@ -38,7 +38,7 @@ from zkcoord.log import segment as _segment
 from zkcoord.log import swap as _swap
 from zkcoord.migration.phases import Comparison
 from zkcoord.offsets.records import OffsetCommitKey, RecordError, decode_key, decode_offset_commit, decode_value
-from zkcoord.pipeline.spark import SparkUnavailableError, spark_session
+from zkcoord.pipeline.spark import DRIVER_MEMORY_HELP, SparkUnavailableError, spark_session
 from zkcoord.tables import format_table
 from zkcoord.zk.layout import ZnodeDecodeError, decode_offset, parse_offset_path
 
@@ -483,6 +483,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--log-dir", required=True, metavar="DIR", help="offsets log directory (or one partition)")
     parser.add_argument("--master", metavar="URL", help="Spark master (default: local[*])")
+    parser.add_argument("--driver-memory", metavar="SIZE", help=DRIVER_MEMORY_HELP)
     parser.add_argument("--out", metavar="DIR", help="write audit.parquet (every partition) and summary.parquet")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument(
@@ -504,7 +505,11 @@ def main(argv: list[str]) -> int:
         if args.out and Path(args.out).exists() and not Path(args.out).is_dir():
             raise AuditInputError(f"--out {args.out}: not a directory")
         _check_inputs(args.zk_snapshot, args.log_dir)  # before Spark's start-up, which takes seconds
-        result = run_audit(spark_session("zkcoord offsets-audit", args.master), args.zk_snapshot, args.log_dir)
+        result = run_audit(
+            spark_session("zkcoord offsets-audit", args.master, driver_memory=args.driver_memory),
+            args.zk_snapshot,
+            args.log_dir,
+        )
     except (AuditInputError, SparkUnavailableError) as error:
         print(f"{parser.prog}: {error}", file=sys.stderr)
         return EXIT_USAGE

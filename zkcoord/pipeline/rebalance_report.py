@@ -528,7 +528,13 @@ def sort_rows(rows: list[dict]) -> list[dict]:
     return sorted(rows, key=lambda row: (rank(SCENARIOS, row["scenario"]), rank(list(VARIANTS), row["variant"])))
 
 
-def run(in_dir: str, out_dir: str, master: str | None = None, console: Callable[[str], object] = print) -> list[dict]:
+def run(
+    in_dir: str,
+    out_dir: str,
+    master: str | None = None,
+    console: Callable[[str], object] = print,
+    driver_memory: str | None = None,
+) -> list[dict]:
     """Read ``in_dir/traces/**/*.jsonl`` (or ``in_dir`` itself without a ``traces`` directory), write
     ``summary.parquet``, ``members.parquet``, ``steps.parquet`` and ``report.html`` to ``out_dir``, print the terminal
     table and return the summary rows. Raises ReportInputError when the input cannot make a report."""
@@ -537,7 +543,7 @@ def run(in_dir: str, out_dir: str, master: str | None = None, console: Callable[
     traces = os.path.join(in_dir, "traces")
     source = traces if os.path.isdir(traces) else in_dir
     console(f"starting Spark on {master or DEFAULT_MASTER}")
-    spark = spark_session("zkcoord rebalance-report", master)
+    spark = spark_session("zkcoord rebalance-report", master, driver_memory=driver_memory)
     console(f"reading compare.* events under {source}")
     events = read_events(spark, [source]).persist(StorageLevel.MEMORY_AND_DISK)
     try:
