@@ -1,4 +1,4 @@
-# make demo   set-up + the main job (an embedded ZooKeeper and a legacy group with a few bounces)
+# make demo   set-up + the main job (old vs new rebalance, a migration there and back, the PySpark report)
 # make test   set-up + the whole suite
 PYTHON ?= python3
 VENV   := .venv
@@ -41,6 +41,7 @@ bench: setup
 	$(BIN)/python benchmarks/coordinator.py
 	$(BIN)/python benchmarks/client_rebalance.py
 	$(BIN)/python benchmarks/migration.py
+	$(BIN)/python benchmarks/pipeline.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
