@@ -168,6 +168,8 @@ class MemberProcess:
         try:
             return self.process.wait(timeout)
         except subprocess.TimeoutExpired:
+            self.process.send_signal(signal.SIGUSR1)  # the member writes its threads' stacks to its log
+            time.sleep(1)
             raise AssertionError(f"{self.label} did not exit in {timeout:.0f}s\n{self.log_tail()}") from None
 
     def kill(self) -> float:

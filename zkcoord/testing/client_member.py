@@ -4,7 +4,8 @@
 runs a :class:`~zkcoord.client.Consumer` in a poll loop with auto-commit, appends its trace events to ``FILE``
 and prints ``ready`` once subscribed. SIGTERM (or SIGINT) closes it cleanly: a final commit, the revocation
 callbacks, and a LeaveGroup for dynamic members only (a static member sends none, KIP-345). SIGKILL is the
-test's way of crashing it. ``--processing-ms-per-record`` makes each poll cost time, like real work.
+test's way of crashing it; SIGUSR1 writes every thread's stack to stderr (for a test that finds it hung).
+``--processing-ms-per-record`` makes each poll cost time, like real work.
 ``--start-on-stdin`` prints ``waiting`` once imported and joins only when a line arrives on stdin: a test can
 start a replacement ahead and restart a static member well within its session, whatever the interpreter's
 start-up costs on a busy machine.
@@ -13,6 +14,7 @@ Imports the client, the sources and the trace writer; nothing of the coordinator
 """
 
 import argparse
+import faulthandler
 import logging
 import signal
 import sys
@@ -107,6 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
