@@ -10,8 +10,8 @@ Ownership is exclusive because the worker does not go on after a revocation unti
 and acknowledged it (eager: before it rejoins; cooperative: before the follow-up rebalance).
 """
 
-import _queue
 import logging
+import queue
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -44,7 +44,7 @@ from zkcoord.membership import (
 from zkcoord.membership.member import commit_topics, partitions_by_topic
 from zkcoord.model import TopicPartition
 from zkcoord.sources import Record, RecordSource, SyntheticSource
-from zkcoord.zk.session import ThreadResult
+from zkcoord.zk.session import ThreadQueue, ThreadResult
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ class Consumer:
             metadata_max_age_ms=self.config.metadata_max_age_ms,
         )
         self._member = GroupMember(membership, self._assignors, self._clock.now_ms())
-        self._events = _queue.SimpleQueue()  # native: the worker thread puts, the poll side gets
+        self._events = ThreadQueue()  # the worker thread puts, the poll side gets
         self._metrics = ClientMetrics()
         self._worker = Worker(self.config, self._member, self._clock, self._events.put)
         self._worker.observers.append(self._metrics.on_event)
@@ -440,14 +440,14 @@ class Consumer:
     def _handle_events(self, block_s: float) -> None:
         """Run what the worker reported, in order; wait up to ``block_s`` for the first event."""
         try:
-            event = self._events.get(timeout=block_s) if block_s > 0 else self._events.get_nowait()
-        except _queue.Empty:
+            event = self._events.get(timeout=block_s)
+        except queue.Empty:
             return
         while True:
             self._handle(event)
             try:
-                event = self._events.get_nowait()
-            except _queue.Empty:
+                event = self._events.get()
+            except queue.Empty:
                 return
 
     def _handle(self, event: Any) -> None:

@@ -8,7 +8,11 @@ while the caller computes. Works whether or not the caller monkey-patched: threa
 primitives are taken from the unpatched ``_thread`` module.
 """
 
+import collections
+import contextlib
 import logging
+import queue
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -45,6 +49,38 @@ class ThreadResult:
         if self._error is not None:
             raise self._error
         return self._value
+
+
+class ThreadQueue:
+    """Items handed from any native thread to one consumer thread, which may wait for them with a timeout.
+
+    Not ``_queue.SimpleQueue``: on CPython 3.11 its ``get(timeout=...)`` can block forever when a signal handler
+    runs during the wait close to the deadline (it then waits with a negative time left, which means no limit), and a
+    consumer's poll loop under a SIGTERM handler hung there. A native lock's ``acquire(timeout=...)`` handles signals
+    correctly, so waiting is done on one: a doorbell rung by every put.
+    """
+
+    def __init__(self):
+        self._items: collections.deque = collections.deque()  # append and popleft are atomic
+        self._bell = _allocate_lock()
+        self._bell.acquire()
+
+    def put(self, item: Any) -> None:
+        self._items.append(item)
+        with contextlib.suppress(RuntimeError):  # already rung, not yet answered
+            self._bell.release()
+
+    def get(self, timeout: float = 0.0) -> Any:
+        """The oldest item; waits up to ``timeout`` seconds for one, then raises ``queue.Empty``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return self._items.popleft()
+            except IndexError:
+                pass
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not self._bell.acquire(timeout=remaining):
+                raise queue.Empty
 
 
 class HubThread:
