@@ -42,6 +42,7 @@ bench: setup
 	$(BIN)/python benchmarks/client_rebalance.py
 	$(BIN)/python benchmarks/migration.py
 	$(BIN)/python benchmarks/pipeline.py
+	$(BIN)/python benchmarks/offsets_audit.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
