@@ -47,21 +47,20 @@ from __future__ import annotations
 import argparse
 import bisect
 import contextlib
-import importlib.metadata
 import itertools
 import json
-import os
-import platform
 import random
 import re
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+
+from contenders import Outcome, machine, mib, run_contender
+from coordinator import bench_directory
 
 from zkcoord.migration.phases import Comparison, compare
 from zkcoord.offsets.records import (
@@ -74,8 +73,6 @@ from zkcoord.offsets.records import (
 )
 from zkcoord.zk.layout import ZnodeDecodeError, decode_offset, offset_path, parse_offset_path
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
 SPARK_MASTER = "local[2]"
 DEFAULT_KEYS = (100_000, 1_000_000, 2_000_000, 5_000_000)
 QUICK_KEYS = (20_000,)
@@ -323,45 +320,11 @@ def _since(started: float) -> str:
 # ---- the contenders -----------------------------------------------------------------------------------------
 
 
-@dataclass
-class Outcome:
-    name: str
-    returncode: int
-    seconds: float
-    peak_rss: int
-    peak_by_name: dict[str, int]
-    samples: int
-    lines: list[tuple[float, str]]  # (seconds since the start, line) of its stderr
-    stdout: str
-    report: dict | None = field(default=None)
-
-
-def run_contender(name: str, command: list[str], stdout_path: Path) -> Outcome:
-    """Run ``command`` in its own process tree; stream its stderr (each line stamped), time it, sample memory."""
-    from pipeline import PeakMemory  # benchmarks/pipeline.py: the RSS of a process tree, sampled
-
-    print(f"\n== {name}: {' '.join(command)}", flush=True)
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}  # lines arrive when printed: their stamps time the stages
-    with open(stdout_path, "w") as stdout:
-        started = time.monotonic()
-        process = subprocess.Popen(command, cwd=REPO, env=env, stdout=stdout, stderr=subprocess.PIPE, text=True)
-        sampler = PeakMemory(process.pid)
-        sampler.start()
-        lines = []
-        assert process.stderr is not None
-        for line in process.stderr:
-            at = time.monotonic() - started
-            lines.append((at, line.rstrip("\n")))
-            print(f"   {at:7.1f} s | {line.rstrip()}", flush=True)
-        returncode = process.wait()
-        seconds = time.monotonic() - started
-    sampler.stop()
-    print(f"   {name}: exit status {returncode}, {seconds:.1f} s", flush=True)
-    outcome = Outcome(name, returncode, seconds, sampler.peak, sampler.peak_by_name, sampler.samples, lines, "")
-    outcome.stdout = stdout_path.read_text()
+def parse_report(outcome: Outcome) -> dict | None:
+    """The JSON a contender printed on its standard output, or None."""
     with contextlib.suppress(ValueError):
-        outcome.report = json.loads(outcome.stdout)
-    return outcome
+        return json.loads(outcome.stdout)
+    return None
 
 
 SPARK_STAGES = (  # the command's progress lines (zkcoord.pipeline.offsets_audit), in order
@@ -392,7 +355,7 @@ def stage_times(outcome: Outcome) -> list[tuple[str, float]]:
 def check(planted: Planted, outcomes: dict[str, Outcome]) -> list[str]:
     """Every difference between the contenders' reports and the generator's book."""
     problems = []
-    spark, base = outcomes["spark"].report, outcomes["baseline"].report
+    spark, base = parse_report(outcomes["spark"]), parse_report(outcomes["baseline"])
     expected_exit = 0 if planted.status_counts["match"] == planted.keys else 1
     if outcomes["spark"].returncode != expected_exit:
         problems.append(f"spark exited with status {outcomes['spark'].returncode}, not {expected_exit}")
@@ -437,29 +400,10 @@ def check(planted: Planted, outcomes: dict[str, Outcome]) -> list[str]:
 # ---- printing -----------------------------------------------------------------------------------------------
 
 
-def machine() -> str:
+def msgpack_build() -> str:
     import msgpack
 
-    cpu = platform.processor() or platform.machine()
-    with contextlib.suppress(OSError), open("/proc/cpuinfo") as file:
-        cpu = next((line.split(":", 1)[1].strip() for line in file if line.startswith("model name")), cpu)
-    usable = len(os.sched_getaffinity(0))
-    java = "java not found"
-    with contextlib.suppress(OSError, subprocess.SubprocessError):
-        found = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=30)
-        java = (found.stderr or found.stdout).splitlines()[0].strip()
-    compiled = "C extension" if msgpack.Packer.__module__.endswith("_cmsgpack") else "pure Python"
-    return (
-        f"{os.cpu_count()} cores ({usable} usable), {cpu}, {platform.system()} {platform.release()}, "
-        f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB; "
-        f"{platform.python_implementation()} {platform.python_version()}, "
-        f"pyspark {importlib.metadata.version('pyspark')}, msgpack {importlib.metadata.version('msgpack')} "
-        f"({compiled}), {java}; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
-    )
-
-
-def mib(size: int) -> str:
-    return f"{size / 2**20:,.0f}"
+    return "C extension" if msgpack.Packer.__module__.endswith("_cmsgpack") else "pure Python"
 
 
 def print_planted(planted: Planted) -> None:
@@ -594,7 +538,7 @@ def run_size(root: Path, keys: int, seed: int) -> SizeResult:
             for problem in problems:
                 print(f"   MISMATCH {problem}")
             for name, outcome in outcomes.items():
-                if outcome.report is None:
+                if parse_report(outcome) is None:
                     print(f"   {name} stdout: {outcome.stdout[-2000:]!r}")
         else:
             counts = ", ".join(f"{planted.status_counts[status]:,} {status}" for status in STATUSES)
@@ -625,11 +569,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sizes = args.keys or (QUICK_KEYS if args.quick else DEFAULT_KEYS)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so that the cleanup below runs
-    from coordinator import bench_directory  # benchmarks/coordinator.py: a scratch directory under var/
-
     results = []
     with bench_directory("offsets-audit-bench-") as root:
-        print(f"Machine: {machine()}")
+        print(f"Machine: {machine(('pyspark', 'msgpack'))}; msgpack {msgpack_build()}")
         print(f"Directory: {root}", flush=True)
         for keys in sizes:
             results.append(run_size(root, keys, args.seed))
