@@ -159,10 +159,15 @@ def cmd_brokers_register(args: argparse.Namespace) -> int:
 # ---- legacy ---------------------------------------------------------------------------------------
 
 
+def comma_list(text: str) -> list[str]:
+    """``a, b,,c`` as ``["a", "b", "c"]``: the items of a comma-separated option, stripped, empty ones left out."""
+    return [item for item in (part.strip() for part in text.split(",")) if item]
+
+
 def parse_topic_streams(text: str) -> dict[str, int]:
     """``t1:2,t2:1`` (streams default to 1) as an ordered ``{topic: streams}``."""
     topics: dict[str, int] = {}
-    for item in filter(None, (part.strip() for part in text.split(","))):
+    for item in comma_list(text):
         topic, _, streams = item.partition(":")
         try:
             topics[topic] = int(streams or 1)
@@ -451,7 +456,7 @@ def cmd_log_load(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from zkcoord.demo import run_demo
 
-    variants = tuple(v for v in args.variants.split(",") if v)
+    variants = tuple(comma_list(args.variants))
     return run_demo(Path(args.out), members=args.members, partitions=args.partitions, variants=variants)
 
 
@@ -514,7 +519,7 @@ def parse_group_states(text: str) -> list[str]:
 
     by_name = {state.lower(): state for state in GROUP_STATES}
     states = []
-    for item in filter(None, (part.strip() for part in text.split(","))):
+    for item in comma_list(text):
         if item.lower() not in by_name:
             raise UsageError(f"Invalid state list '{text}'. Valid states are: {', '.join(GROUP_STATES)}")
         states.append(by_name[item.lower()])
@@ -622,7 +627,7 @@ def _groups_reset_offsets(client, args: argparse.Namespace) -> int:
 def _groups_remove_members(client, args: argparse.Namespace) -> int:
     from zkcoord.admin import render
 
-    instance_ids = [item.strip() for item in args.instance_ids.split(",") if item.strip()]
+    instance_ids = comma_list(args.instance_ids)
     if not instance_ids:
         raise UsageError("--instance-ids names no group.instance.id")
     removals = client.remove_members(args.group, instance_ids)
@@ -972,7 +977,7 @@ def cmd_compare_run(args: argparse.Namespace) -> int:
     from zkcoord.compare.runner import CompareOptions, compare_run
     from zkcoord.compare.scenarios import SCENARIOS, Workload
 
-    scenarios = list(SCENARIOS) if args.scenario == "all" else [s for s in args.scenario.split(",") if s]
+    scenarios = list(SCENARIOS) if args.scenario == "all" else comma_list(args.scenario)
     workload = Workload(
         members=args.members,
         partitions=args.partitions,
@@ -984,7 +989,7 @@ def cmd_compare_run(args: argparse.Namespace) -> int:
     options = CompareOptions(
         out=Path(args.out),
         scenarios=scenarios,
-        variants=[v for v in args.variants.split(",") if v],
+        variants=comma_list(args.variants),
         workload=workload,
         rate=args.rate,
         cost_ms=args.cost_ms,
