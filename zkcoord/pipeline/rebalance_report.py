@@ -522,10 +522,12 @@ def _format_value(value) -> str:
 def sort_rows(rows: list[dict]) -> list[dict]:
     """Rows in the order of docs/compare.md's scenarios and variants, unknown ones after them by name."""
 
+    variants = list(VARIANTS)
+
     def rank(order: Sequence[str], name: str) -> tuple[int, str]:
         return (order.index(name), "") if name in order else (len(order), name)
 
-    return sorted(rows, key=lambda row: (rank(SCENARIOS, row["scenario"]), rank(list(VARIANTS), row["variant"])))
+    return sorted(rows, key=lambda row: (rank(SCENARIOS, row["scenario"]), rank(variants, row["variant"])))
 
 
 def run(

@@ -107,9 +107,8 @@ def _steps_table(runs: list[dict], steps: list[dict]) -> str:
     if not steps:
         return "<p>No steps.</p>"
     window_start = {run["variant"]: run["window_start_ms"] for run in runs}
-    ordered = sorted(
-        steps, key=lambda step: ([run["variant"] for run in runs].index(step["variant"]), step["start_ms"])
-    )
+    variants = [run["variant"] for run in runs]
+    ordered = sorted(steps, key=lambda step: (variants.index(step["variant"]), step["start_ms"]))
     header = ["variant", "step", "name", "start (s in W)", "length (s)", "assignments", "time_to_stable_ms"]
     rows = [
         [
