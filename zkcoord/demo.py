@@ -22,6 +22,7 @@ from zkcoord.compare.runner import CompareOptions, compare_run
 from zkcoord.compare.scenarios import Workload
 from zkcoord.migration.runner import load_steps
 from zkcoord.testing.node_process import NodeProcess
+from zkcoord.testing.zookeeper import fresh_chroot
 from zkcoord.zk import admin
 from zkcoord.zk.server import EmbeddedZooKeeper
 
@@ -63,11 +64,7 @@ def migrate(scratch: Path, partitions: int) -> bool:
 
     _banner(f"2/3 migrating the offsets of legacy group {MIGRATION_GROUP} to the offsets log and back")
     with EmbeddedZooKeeper(data_dir=scratch / "zookeeper", tick_time_ms=200) as server:
-        connect = server.connect_string + "/demo"
-        with contextlib.closing(KazooClient(hosts=server.connect_string)) as client:
-            client.start(timeout=30)
-            client.ensure_path("/demo")
-            client.stop()
+        connect = fresh_chroot(server.connect_string, "demo")
         with contextlib.closing(KazooClient(hosts=connect)) as client:
             client.start(timeout=30)
             admin.register_broker(client, 0, "localhost", 9092, timestamp_ms=1, persistent=True)

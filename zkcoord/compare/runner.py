@@ -46,6 +46,7 @@ from zkcoord.compare.scenarios import (
 from zkcoord.legacy.trace import JsonLinesTraceWriter, make_event
 from zkcoord.sources import SyntheticSource
 from zkcoord.testing.node_process import HOST, NodeProcess
+from zkcoord.testing.zookeeper import fresh_chroot
 from zkcoord.wire.channel import CoordinatorChannel
 from zkcoord.zk import admin
 from zkcoord.zk.server import EmbeddedZooKeeper, four_letter_word
@@ -518,12 +519,7 @@ class CompareContext:
                 data_dir=self.scratch / "zookeeper", tick_time_ms=500, max_session_timeout_ms=60_000
             ).start()
             base = self._embedded.connect_string
-        chroot = f"/zkcoord-compare-{self.run_id}"
-        with contextlib.closing(KazooClient(hosts=base)) as client:
-            client.start(timeout=30)
-            client.ensure_path(chroot)
-            client.stop()
-        self.connect = base + chroot
+        self.connect = fresh_chroot(base, f"zkcoord-compare-{self.run_id}")
         with self.zookeeper() as client:
             admin.register_broker(client, 0, "localhost", 9092, timestamp_ms=1, persistent=True)
         return self
