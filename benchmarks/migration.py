@@ -55,7 +55,7 @@ from coordinator import CpuWindow, Server, bench_directory, create_topics, machi
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError
 
-from zkcoord.cli import zookeeper as cli_zookeeper
+from zkcoord.cli.common import zookeeper as cli_zookeeper
 from zkcoord.client.bootstrap import discover_nodes
 from zkcoord.log.inspect import scan_partition
 from zkcoord.log.segment import partition_directories

@@ -11,6 +11,7 @@ import pytest
 from legacy_support import member, prepare_cluster
 
 from zkcoord import cli
+from zkcoord.cli import common
 from zkcoord.testing.legacy import converged
 from zkcoord.testing.zookeeper import wait_until
 from zkcoord.zk import layout
@@ -54,7 +55,7 @@ def test_missing_or_unreachable_zookeeper_exits_2(capsys, monkeypatch):
     monkeypatch.delenv("ZKCOORD_ZK_CONNECT", raising=False)
     code, _, err = run(capsys, "topics", "list")
     assert code == 2 and "ZKCOORD_ZK_CONNECT" in err
-    monkeypatch.setattr(cli, "CONNECT_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(common, "CONNECT_TIMEOUT_S", 0.5)
     code, _, err = run(capsys, "topics", "list", "--zookeeper", "127.0.0.1:1")
     assert code == 2 and "cannot connect" in err
     with pytest.raises(SystemExit) as usage:
@@ -132,7 +133,7 @@ def test_offsets_import_rejects_a_bad_file_before_writing(capsys, zk, zk_connect
 def test_read_properties_accepts_java_separators(tmp_path):
     path = tmp_path / "consumer.properties"
     path.write_text("# comment\ngroup.id=a\nrebalance.backoff.ms: 100\nauto.commit.enable false\n! other\n")
-    assert cli.read_properties(str(path)) == {
+    assert common.read_properties(str(path)) == {
         "group.id": "a",
         "rebalance.backoff.ms": "100",
         "auto.commit.enable": "false",

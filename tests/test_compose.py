@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from zkcoord.cli import build_parser, parse_key_values
+from zkcoord.cli import build_parser
+from zkcoord.cli.common import parse_key_values
 from zkcoord.server.config import node_config
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,0 +1,43 @@
+"""The ``zkcoord`` command.
+
+Conventions for every subcommand: ``--zookeeper HOST:PORT[/chroot]`` (default ``$ZKCOORD_ZK_CONNECT``),
+``--group``, ``--topic``, ``--json`` for machine output; exit 0 = ok, 1 = a check found a problem,
+2 = usage or connection error.
+
+One module per command family (``cluster``: zk, topics, brokers; ``legacy``; ``log``; ``coordinator``;
+``groups``; ``migrate``; ``compare``: compare and pipeline; ``demo``), each with its handlers and its
+``register(commands)``; ``common`` holds what they share, ``parser`` puts them together. Exports ``main``
+and ``build_parser``.
+"""
+
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from kazoo.exceptions import KazooException
+
+from zkcoord.cli.common import EXIT_OK, EXIT_USAGE, UsageError
+from zkcoord.cli.parser import build_parser
+from zkcoord.errors import ConfigError, LogError, ZkcoordError
+from zkcoord.zk import admin
+
+__all__ = ["build_parser", "main"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``zkcoord`` command line ``argv`` (default: ``sys.argv[1:]``); the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        return args.func(args)
+    except BrokenPipeError:  # `zkcoord log dump ... | head`: the reader has all it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+    except (UsageError, ConfigError, admin.AdminError, LogError, OSError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except (ZkcoordError, KazooException) as error:
+        print(f"error: {type(error).__name__}: {error}", file=sys.stderr)
+        return EXIT_USAGE

@@ -1,0 +1,94 @@
+"""``zkcoord compare run`` and ``zkcoord pipeline``: the two rebalances under one workload, then the Spark jobs
+that read what the comparison (and a cluster's offsets) left behind.
+
+Must not import another command family module; shared helpers come from ``zkcoord.cli.common``.
+Must not import pyspark or the pipeline's jobs: they run in a process of their own.
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+from zkcoord.cli.common import EXIT_OK, EXIT_PROBLEM, UsageError, comma_list, env_zk_connect, parse_key_values
+
+
+def cmd_compare_run(args: argparse.Namespace) -> int:
+    """Run the scenarios under every variant; exit 1 when a run failed."""
+    from zkcoord.compare.runner import CompareOptions, compare_run
+    from zkcoord.compare.scenarios import SCENARIOS, Workload
+
+    scenarios = list(SCENARIOS) if args.scenario == "all" else comma_list(args.scenario)
+    workload = Workload(
+        members=args.members,
+        partitions=args.partitions,
+        topics=args.topics,
+        k=args.k,
+        downtime_ms=args.downtime_ms,
+        session_timeout_ms=args.session_timeout_ms,
+    )
+    options = CompareOptions(
+        out=Path(args.out),
+        scenarios=scenarios,
+        variants=comma_list(args.variants),
+        workload=workload,
+        rate=args.rate,
+        cost_ms=args.cost_ms,
+        duration_s=args.duration,
+        auto_commit_interval_ms=args.auto_commit_interval_ms,
+        zookeeper=args.zookeeper or env_zk_connect(),
+        node_properties=parse_key_values(args.node_property or [], "--node-property"),
+    )
+    try:
+        results = compare_run(options)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    failed = [r for r in results if r["status"] == "failed"]
+    print(f"traces in {args.out}/traces; next: zkcoord pipeline rebalance-report --in {args.out} --out REPORT_DIR")
+    return EXIT_PROBLEM if failed else EXIT_OK
+
+
+def cmd_pipeline(args: argparse.Namespace) -> int:
+    """Run a Spark job in a process of its own: py4j and gevent's patched sockets do not mix."""
+    import subprocess
+
+    return subprocess.call([sys.executable, "-m", "zkcoord.pipeline", args.job, *args.job_args])
+
+
+def register(commands) -> None:
+    """Add ``compare`` and ``pipeline`` to the ``zkcoord`` subcommands."""
+    from zkcoord.compare.scenarios import SCENARIOS, VARIANTS
+
+    compare = commands.add_parser("compare", help="the same workload under the ZooKeeper and the coordinator rebalance")
+    actions = compare.add_subparsers(dest="action", required=True)
+    run = actions.add_parser("run", help="run scenarios under every variant and write their traces")
+    run.add_argument("--scenario", required=True, help=f"comma-separated, or all: {', '.join(SCENARIOS)}")
+    run.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated (default: all)")
+    run.add_argument("--members", type=int, default=6, help="members at the start (default 6)")
+    run.add_argument("--partitions", type=int, default=12, help="partitions per topic (default 12)")
+    run.add_argument("--topics", type=int, default=1, help="topics the group consumes (default 1)")
+    run.add_argument("--rate", type=float, default=20.0, help="records/s per partition (default 20)")
+    run.add_argument("--duration", type=float, default=10.0, help="seconds the window lasts at least (default 10)")
+    run.add_argument("--k", type=int, default=2, help="members added or removed, partitions added (default 2)")
+    run.add_argument("--cost-ms", type=float, default=1.0, help="processing time per record (default 1)")
+    run.add_argument("--auto-commit-interval-ms", type=int, default=1000)
+    run.add_argument("--session-timeout-ms", type=int, default=6000, help="ZooKeeper and coordinator sessions")
+    run.add_argument("--downtime-ms", type=int, default=1000, help="a bounced member's time down (default 1000)")
+    run.add_argument(
+        "--node-property", action="append", metavar="KEY=VALUE", help="coordinator node setting (repeatable)"
+    )
+    run.add_argument(
+        "--zookeeper",
+        metavar="HOST:PORT[/chroot]",
+        help="ZooKeeper to use (default: $ZKCOORD_ZK_CONNECT, else embedded)",
+    )
+    run.add_argument("--out", required=True, metavar="DIR", help="where traces, logs and compare.json go")
+    run.set_defaults(func=cmd_compare_run)
+
+    pipeline = commands.add_parser("pipeline", help="PySpark jobs over traces, offset exports and offsets logs")
+    pipeline.add_argument(
+        "job",
+        choices=("rebalance-report", "offsets-audit"),
+        help="the job (zkcoord pipeline JOB --help for its options)",
+    )
+    pipeline.add_argument("job_args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    pipeline.set_defaults(func=cmd_pipeline)

@@ -1,0 +1,101 @@
+"""``zkcoord coordinator start|status``: run a coordinator node; show the nodes, leaders and groups of a cluster.
+
+Must not import another command family module; shared helpers come from ``zkcoord.cli.common``.
+"""
+
+import argparse
+import signal
+
+from zkcoord.cli.common import (
+    EXIT_OK,
+    emit_json,
+    parse_key_values,
+    print_table,
+    read_properties,
+    zk_connect,
+    zookeeper,
+    zookeeper_option,
+)
+
+
+def cmd_coordinator_start(args: argparse.Namespace) -> int:
+    """Run one coordinator node until SIGTERM or Ctrl-C, then shut down gracefully."""
+    import gevent
+    import gevent.event
+
+    from zkcoord.server.config import node_config
+    from zkcoord.server.metrics import serve_metrics
+    from zkcoord.server.node import CoordinatorNode
+
+    properties: dict[str, object] = read_properties(args.config) if args.config else {}
+    properties.update(parse_key_values(args.override or [], "--override"))
+    config = node_config(properties)
+    connect = zk_connect(args.zookeeper)
+    node = CoordinatorNode(
+        args.node_id, args.host, args.port, connect, args.log_dir, config, advertised_host=args.advertised_host
+    )
+    stop = gevent.event.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        gevent.signal_handler(signum, stop.set)
+    node.start()
+    metrics = serve_metrics(node.metrics.registry, args.host, args.metrics_port) if args.metrics_port else None
+    print(f"coordinator node {args.node_id} serving on {args.host}:{node.port}", flush=True)
+    try:
+        stop.wait()
+    finally:
+        if metrics is not None:
+            metrics.stop()
+        node.stop()
+    return EXIT_OK
+
+
+def cmd_coordinator_status(args: argparse.Namespace) -> int:
+    """Nodes, partition leaders and epochs from ZooKeeper; loading state and groups from each node."""
+    from zkcoord.server.status import cluster_status
+
+    with zookeeper(args) as client:
+        status = cluster_status(client, args.root)
+    if args.json:
+        emit_json(status)
+        return EXIT_OK
+    rows = [
+        (
+            node["node_id"],
+            f"{node['host']}:{node['port']}",
+            node["partitions"],
+            node["loading"],
+            node["groups"],
+            node["error"],
+        )
+        for node in status["nodes"]
+    ]
+    print_table(rows, ("NODE", "ADDRESS", "PARTITIONS", "LOADING", "GROUPS", "ERROR"))
+    print()
+    leaders = [(p["partition"], p["leader"], p["epoch"]) for p in status["partitions"]]
+    print_table(leaders, ("PARTITION", "LEADER", "EPOCH"))
+    return EXIT_OK
+
+
+def register(commands) -> None:
+    """Add ``coordinator`` and its actions to the ``zkcoord`` subcommands."""
+    coordinator = commands.add_parser("coordinator", help="broker-side group coordinator nodes")
+    actions = coordinator.add_subparsers(dest="action", required=True)
+    start = actions.add_parser("start", help="run one coordinator node until SIGTERM")
+    start.add_argument("--node-id", type=int, required=True, help="this node's id (unique)")
+    start.add_argument("--host", default="127.0.0.1", help="address to bind and advertise")
+    start.add_argument("--port", type=int, default=9092, help="wire-protocol port (0: any free port)")
+    start.add_argument("--advertised-host", help="host clients are told to connect to (default: --host)")
+    start.add_argument("--log-dir", required=True, help="offsets log directory (shared by all nodes)")
+    start.add_argument("--config", metavar="FILE", help="Kafka-style properties file")
+    start.add_argument(
+        "--override", action="append", metavar="KEY=VALUE", help="a property that beats --config (repeatable)"
+    )
+    start.add_argument("--metrics-port", type=int, help="serve Prometheus metrics at :PORT/metrics")
+    zookeeper_option(start)
+    start.set_defaults(func=cmd_coordinator_start)
+
+    status = actions.add_parser("status", help="nodes, partition leaders, groups per node")
+    status.add_argument("--root", default="/zkcoord", help="zkcoord's ZooKeeper root")
+    status.add_argument("--json", action="store_true", help="print JSON")
+    zookeeper_option(status)
+    status.set_defaults(func=cmd_coordinator_status)

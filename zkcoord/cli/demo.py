@@ -1,0 +1,26 @@
+"""``zkcoord demo``: the comparison, a migration there and back, and the report, in one run (``make demo``).
+
+Must not import another command family module; shared helpers come from ``zkcoord.cli.common``.
+"""
+
+import argparse
+from pathlib import Path
+
+from zkcoord.cli.common import comma_list
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from zkcoord.demo import run_demo
+
+    variants = tuple(comma_list(args.variants))
+    return run_demo(Path(args.out), members=args.members, partitions=args.partitions, variants=variants)
+
+
+def register(commands) -> None:
+    """Add ``demo`` to the ``zkcoord`` subcommands."""
+    demo = commands.add_parser("demo", help="compare the old and the new rebalance, migrate a group, report")
+    demo.add_argument("--members", type=int, default=4, help="members of the compared groups (default 4)")
+    demo.add_argument("--partitions", type=int, default=8, help="partitions of each topic (default 8)")
+    demo.add_argument("--variants", default="legacy,eager,static,cooperative", help="variants compared")
+    demo.add_argument("--out", default="var/demo", help="where traces and the report go (default var/demo)")
+    demo.set_defaults(func=cmd_demo)

@@ -1,0 +1,250 @@
+"""``zkcoord migrate status|plan|up|down|verify``: group offsets moved from ZooKeeper to the log, step by step.
+
+Must not import another command family module; shared helpers come from ``zkcoord.cli.common``.
+"""
+
+import argparse
+import contextlib
+import sys
+from collections.abc import Callable, Iterator
+
+from tqdm import tqdm
+
+from zkcoord.cli.common import EXIT_OK, EXIT_PROBLEM, emit_json, print_table, zookeeper, zookeeper_option
+
+
+@contextlib.contextmanager
+def _migration_runner(args: argparse.Namespace) -> Iterator:
+    from zkcoord.client.bootstrap import discover_nodes, parse_bootstrap_servers
+    from zkcoord.migration.runner import Runner, load_steps
+    from zkcoord.wire.channel import CoordinatorChannel
+
+    steps = load_steps(args.migrations_dir)
+    with zookeeper(args) as client:
+        fixed = parse_bootstrap_servers(args.bootstrap_server) if args.bootstrap_server else None
+        channel = CoordinatorChannel(
+            lambda: list(fixed) if fixed else discover_nodes(client, args.root), "zkcoord-migrate", args.timeout
+        )
+        progress = None if args.json else _count_progress
+        try:
+            yield Runner(client, channel, steps, root=args.root, say=_say(args), progress=progress)
+        finally:
+            channel.close()
+
+
+def _say(args: argparse.Namespace) -> Callable[[str], None]:
+    return (lambda line: print(line, file=sys.stderr)) if args.json else print
+
+
+def _count_progress(total: int, description: str) -> Callable[[int], None]:
+    """A progress bar for long backfills (only on a terminal, only past a thousand partitions)."""
+    bar = tqdm(total=total, unit="partition", desc=description, leave=False, disable=None if total > 1000 else True)
+
+    def advance(count: int) -> None:
+        bar.update(count)
+        if bar.n >= total:
+            bar.close()
+
+    return advance
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    """``migrate status|plan|up|down|verify``: 0 ok; 1 refused, failed or a regression found."""
+    from zkcoord.migration.phases import MigrationError
+    from zkcoord.migration.runner import iter_groups
+
+    try:
+        with _migration_runner(args) as runner:
+            groups = list(iter_groups(runner, args.group, args.all))
+            return args.migrate_func(runner, groups, args)
+    except MigrationError as error:
+        print(f"Error: {error}", file=sys.stderr)
+        return EXIT_PROBLEM
+
+
+def _migrate_status(runner, groups: list[str], args: argparse.Namespace) -> int:
+    rows = []
+    for group in groups:
+        status = runner.status(group)
+        state = status.state
+        rows.append(
+            {
+                "group": group,
+                "phase": status.phase.name,
+                "epoch": 0 if state is None else state.epoch,
+                "applied": status.applied,
+                "under_way": None if state is None or state.pending is None else "{} {}".format(*state.pending),
+                "next": status.next_step,
+                "legacy_members": status.legacy_members,
+                "coordinator_members": status.coordinator_members,  # None: no coordinator answered
+            }
+        )
+    if args.json:
+        emit_json(rows)
+        return EXIT_OK
+    header = ("GROUP", "PHASE", "EPOCH", "APPLIED", "UNDER-WAY", "NEXT", "LEGACY-MEMBERS", "COORDINATOR-MEMBERS")
+    print_table(
+        [
+            (
+                r["group"],
+                r["phase"],
+                r["epoch"],
+                r["applied"][-1] if r["applied"] else "-",
+                r["under_way"] or "-",
+                r["next"] or "-",
+                r["legacy_members"],
+                "-" if r["coordinator_members"] is None else r["coordinator_members"],
+            )
+            for r in rows
+        ],
+        header,
+    )
+    return EXIT_OK
+
+
+def _migrate_plan(runner, groups: list[str], args: argparse.Namespace) -> int:
+    from zkcoord.migration.runner import DOWN, UP
+
+    direction = DOWN if args.down else UP
+    plans = {group: runner.plan(group, direction, args.to) for group in groups}
+    if args.json:
+        emit_json(
+            {
+                g: [{"step": p.step.name, "direction": p.direction, "resumed": p.resumed} for p in plan]
+                for g, plan in plans.items()
+            }
+        )
+        return EXIT_OK
+    for group, plan in plans.items():
+        if not plan:
+            print(f"group {group}: nothing to do")
+        for planned in plan:
+            again = " (under way: runs again first)" if planned.resumed else ""
+            print(f"group {group}: {planned.step.name} {planned.direction}{again}: {planned.step.description}")
+    return EXIT_OK
+
+
+def _migrate_run(runner, groups: list[str], args: argparse.Namespace) -> int:
+    from zkcoord.migration.phases import MigrationError
+
+    failed = 0
+    for group in tqdm(
+        groups, unit="group", desc=f"migrate {args.action}", leave=False, disable=None if len(groups) > 1 else True
+    ):
+        try:
+            result = runner.run(group, args.action, args.to, dry_run=args.dry_run, allow_rewind=args.allow_rewind)
+        except MigrationError as error:  # refused, or a step that did not complete: go on with the other groups
+            print(f"Error: {error}", file=sys.stderr)
+            failed += 1
+            continue
+        if not result.done:
+            runner.say(f"group {group}: nothing to do")
+    return EXIT_PROBLEM if failed else EXIT_OK
+
+
+def _migrate_verify(runner, groups: list[str], args: argparse.Namespace) -> int:
+    from zkcoord.migration.verify import verify_groups
+
+    with tqdm(
+        total=len(groups), unit="group", desc="verify", leave=False, disable=None if len(groups) > 1 else True
+    ) as bar:
+        results = verify_groups(runner.zk, runner.channel, runner.root, groups, advance=bar.update)
+    if args.json:
+        emit_json([_verification_json(result) for result in results])
+    else:
+        _print_verification(results, args.verbose)
+    return EXIT_OK if all(result.ok for result in results) else EXIT_PROBLEM
+
+
+def _verification_json(result) -> dict:
+    bad = {(r.topic, r.partition) for r in result.regressions}
+    return {
+        "group": result.group,
+        "phase": None if result.phase is None else result.phase.name,
+        "counts": result.counts,
+        "regressions": len(bad),
+        "lag_partitions": result.lag_partitions,
+        "lag_offsets": result.lag_offsets,
+        "unreadable": [{"topic": t, "partition": p, "data": d} for (t, p), d in sorted(result.unreadable.items())],
+        "partitions": [
+            {
+                "topic": r.topic,
+                "partition": r.partition,
+                "zookeeper": r.zk,
+                "log": r.log,
+                "status": r.status.value,
+                "regression": (r.topic, r.partition) in bad,
+            }
+            for r in result.rows
+        ],
+    }
+
+
+def _print_verification(results, verbose: bool) -> None:
+    for result in results:
+        bad = {(r.topic, r.partition) for r in result.regressions}
+        rows = [
+            (
+                result.group,
+                r.topic,
+                r.partition,
+                "-" if r.zk is None else r.zk,
+                "-" if r.log is None else r.log,
+                r.status.value + (" REGRESSION" if (r.topic, r.partition) in bad else ""),
+                r.log - r.zk if r.status.value == "log_ahead" else "-",
+            )
+            for r in result.rows
+            if verbose or (r.topic, r.partition) in bad or r.status.value != "match"
+        ]
+        counts = ", ".join(f"{n} {status}" for status, n in result.counts.items())
+        phase = "not migrating" if result.phase is None else f"phase {result.phase.name}"
+        print(
+            f"\ngroup {result.group} ({phase}): {len(result.rows)} partition(s): {counts}; "
+            f"write-behind lag {result.lag_offsets} offset(s) on {result.lag_partitions} partition(s); "
+            f"{len(bad)} regression(s)"
+        )
+        for (topic, partition), data in sorted(result.unreadable.items()):
+            print(f"  unreadable ZooKeeper offset {topic}-{partition}: {data!r}")
+        if rows:
+            print_table(rows, ("GROUP", "TOPIC", "PARTITION", "ZOOKEEPER-OFFSET", "LOG-OFFSET", "STATUS", "LAG"))
+
+
+def register(commands) -> None:
+    """Add ``migrate`` and its actions to the ``zkcoord`` subcommands."""
+    migrate = commands.add_parser("migrate", help="move group offsets from ZooKeeper to the offsets log, step by step")
+    actions = migrate.add_subparsers(dest="action", required=True)
+
+    def action(name: str, help_text: str, handler) -> argparse.ArgumentParser:
+        parser = actions.add_parser(name, help=help_text)
+        which = parser.add_mutually_exclusive_group(required=True)
+        which.add_argument("--group", help="one group")
+        which.add_argument("--all", action="store_true", help="every ZooKeeper group and every migrating group")
+        zookeeper_option(parser)
+        parser.add_argument(
+            "--bootstrap-server",
+            metavar="HOST:PORT[,HOST:PORT]",
+            help="coordinator nodes (default: discovered under --root in ZooKeeper)",
+        )
+        parser.add_argument("--root", default="/zkcoord", help="zkcoord's ZooKeeper root")
+        parser.add_argument("--migrations-dir", metavar="DIR", help="steps to apply (default: the shipped ones)")
+        parser.add_argument("--timeout", type=int, metavar="MS", default=30000, help="coordinator request timeout")
+        parser.add_argument("--json", action="store_true", help="print JSON")
+        parser.set_defaults(func=cmd_migrate, migrate_func=handler)
+        return parser
+
+    action("status", "phase, applied steps and live members of groups", _migrate_status)
+    plan = action("plan", "the steps up (or --down) would run", _migrate_plan)
+    plan.add_argument("--down", action="store_true", help="plan going down instead of up")
+    plan.add_argument("--to", metavar="STEP", help="stop at this step (zero: none applied)")
+    for name, help_text in (
+        ("up", "apply the next steps (all, or up to --to)"),
+        ("down", "undo the last step (or down to --to STEP; zero undoes all)"),
+    ):
+        run = action(name, help_text, _migrate_run)
+        run.add_argument("--to", metavar="STEP", help="the last step left applied (zero: none)")
+        run.add_argument("--dry-run", action="store_true", help="check and show the next step without running it")
+        run.add_argument("--allow-rewind", action="store_true", help="backfill may lower log offsets to ZooKeeper's")
+    verify = action(
+        "verify", "compare ZooKeeper and log offsets per partition (exit 1 on a regression)", _migrate_verify
+    )
+    verify.add_argument("--verbose", action="store_true", help="list matching partitions too")
