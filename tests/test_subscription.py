@@ -3,14 +3,9 @@
 import pytest
 
 from zkcoord.errors import ConfigError
-from zkcoord.legacy.subscription import (
-    TopicFilter,
-    UnsupportedFilterError,
-    expand,
-    normalise_filter,
-    registration_for,
-)
+from zkcoord.legacy.subscription import registration_for
 from zkcoord.zk.layout import PATTERN_BLACKLIST, PATTERN_STATIC, PATTERN_WHITELIST, ConsumerRegistration
+from zkcoord.zk.topic_filter import TopicFilter, UnsupportedFilterError, expand, normalise_filter
 
 OFFSETS_TOPIC = "__consumer_offsets"
 

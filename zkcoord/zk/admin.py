@@ -11,10 +11,10 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from zkcoord.assign.java import java_string_key
 from zkcoord.errors import ZkcoordError
-from zkcoord.legacy.subscription import UnsupportedFilterError, expand
 from zkcoord.model import TopicPartition
 from zkcoord.zk import layout
 from zkcoord.zk.layout import ZnodeDecodeError
+from zkcoord.zk.topic_filter import UnsupportedFilterError, expand
 
 log = logging.getLogger(__name__)
 
