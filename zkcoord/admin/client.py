@@ -60,7 +60,7 @@ from zkcoord.wire.consumer_protocol import ConsumerProtocolError, decode_assignm
 from zkcoord.wire.requests import simple_offset_commit
 from zkcoord.zk import admin as zk_admin
 from zkcoord.zk import layout
-from zkcoord.zk.coordination import read_nodes
+from zkcoord.zk.nodes import read_nodes
 
 log = logging.getLogger(__name__)
 
