@@ -64,7 +64,8 @@ from coordinator import bench_directory
 from tqdm import tqdm
 
 from zkcoord.compare import scenarios
-from zkcoord.pipeline.rebalance_report import METRICS, TRACE_SCHEMA
+from zkcoord.pipeline.rebalance_report import TRACE_SCHEMA
+from zkcoord.pipeline.report_summary import METRICS
 
 SCENARIOS = scenarios.SCENARIOS
 VARIANTS = tuple(scenarios.VARIANTS)

@@ -18,19 +18,10 @@ from hypothesis import strategies as st
 
 from zkcoord.pipeline import __main__ as pipeline_main
 from zkcoord.pipeline import rebalance_report
-from zkcoord.pipeline.rebalance_report import (
-    EVENT_SCHEMA,
-    HEADLINE_METRICS,
-    METRICS,
-    ReportInputError,
-    compute,
-    old_new_ratio,
-    ratio_rows,
-    read_events,
-    run,
-    terminal_table,
-)
+from zkcoord.pipeline.rebalance_report import EVENT_SCHEMA, ReportInputError, read_events, run
 from zkcoord.pipeline.report_html import render_report
+from zkcoord.pipeline.report_metrics import compute
+from zkcoord.pipeline.report_summary import HEADLINE_METRICS, METRICS, old_new_ratio, ratio_rows, terminal_table
 from zkcoord.pipeline.spark import local_driver_memory
 
 RUN_ID = "run-1"

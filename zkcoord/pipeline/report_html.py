@@ -6,13 +6,14 @@ pyplot's global state. Must not import pyspark, gevent, kazoo, the runtime or th
 
 import base64
 import io
-import math
 from collections import defaultdict
 from html import escape
 
 from matplotlib import colormaps
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
+
+from zkcoord.pipeline.report_summary import format_ratio
 
 STYLE = """
 body { font-family: sans-serif; margin: 2em; color: #222; }
@@ -22,13 +23,6 @@ th { background: #f0f0f0; }
 td.number { text-align: right; font-variant-numeric: tabular-nums; }
 img { max-width: 100%; }
 """
-
-
-def format_ratio(ratio: float | None, blank: str = "") -> str:
-    """A ratio with two decimals, ``inf``, or ``blank`` when there is none."""
-    if ratio is None:
-        return blank
-    return "inf" if math.isinf(ratio) else f"{ratio:.2f}"
 
 
 def render_report(

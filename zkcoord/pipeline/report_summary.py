@@ -1,0 +1,98 @@
+"""The rebalance report's summary rows once collected (lists of dicts): the metric names, the old / new ratios,
+the order of docs/compare.md, and the terminal table.
+
+Pure: no IO; must not import pyspark, matplotlib, gevent, kazoo, the runtime or the server.
+"""
+
+import math
+from collections.abc import Sequence
+
+from zkcoord.compare.scenarios import LEGACY, SCENARIOS, VARIANTS
+from zkcoord.tables import format_table
+
+METRICS = (
+    "rebalances",
+    "time_to_stable_ms",
+    "partitions_moved",
+    "unowned_partition_s",
+    "pause_max_ms",
+    "pause_p50_ms",
+    "records_processed",
+    "records_duplicated",
+    "records_missed",
+    "zk_reads",
+    "zk_writes",
+    "coordinator_requests",
+)
+HEADLINE_METRICS = ("rebalances", "pause_max_ms", "partitions_moved", "records_duplicated", "zk_writes")
+
+
+def old_new_ratio(old, new) -> float | None:
+    """``old / new``: ``inf`` when only ``new`` is 0, None (blank) when both are 0 or either is unknown."""
+    if old is None or new is None or (old == 0 and new == 0):
+        return None
+    if new == 0:
+        return math.inf
+    return old / new
+
+
+def ratio_rows(summary: list[dict], metrics: tuple[str, ...] = METRICS) -> list[dict]:
+    """Per scenario and coordinator variant: each metric's ``legacy`` value divided by the variant's."""
+    legacy = {row["scenario"]: row for row in summary if row["variant"] == LEGACY}
+    return [
+        {
+            "scenario": row["scenario"],
+            "variant": row["variant"],
+            **{metric: old_new_ratio(legacy[row["scenario"]][metric], row[metric]) for metric in metrics},
+        }
+        for row in summary
+        if row["variant"] != LEGACY and row["scenario"] in legacy
+    ]
+
+
+def format_ratio(ratio: float | None, blank: str = "") -> str:
+    """A ratio with two decimals, ``inf``, or ``blank`` when there is none."""
+    if ratio is None:
+        return blank
+    return "inf" if math.isinf(ratio) else f"{ratio:.2f}"
+
+
+def terminal_table(summary: list[dict]) -> str:
+    """The headline values of every run, then their old / new ratios per scenario and coordinator variant."""
+    columns = [*HEADLINE_METRICS, "records_missed"]
+    values = format_table(
+        ["SCENARIO", "VARIANT", *(column.upper() for column in columns)],
+        [[row["scenario"], row["variant"], *(_format_value(row[column]) for column in columns)] for row in summary],
+    )
+    ratios = ratio_rows(summary, HEADLINE_METRICS)
+    if not ratios:
+        return f"{values}\n\nno scenario has a {LEGACY} run and a coordinator run to compare"
+    ratio_table = format_table(
+        ["SCENARIO", "OLD / NEW", *(metric.upper() for metric in HEADLINE_METRICS)],
+        [
+            [
+                row["scenario"],
+                f"{LEGACY} / {row['variant']}",
+                *(format_ratio(row[metric], "-") for metric in HEADLINE_METRICS),
+            ]
+            for row in ratios
+        ],
+    )
+    return f"{values}\n\n{ratio_table}\n(inf: only the new value is 0; -: both are 0 or unknown)"
+
+
+def _format_value(value) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.1f}" if isinstance(value, float) else str(value)
+
+
+def sort_rows(rows: list[dict]) -> list[dict]:
+    """Rows in the order of docs/compare.md's scenarios and variants, unknown ones after them by name."""
+
+    variants = list(VARIANTS)
+
+    def rank(order: Sequence[str], name: str) -> tuple[int, str]:
+        return (order.index(name), "") if name in order else (len(order), name)
+
+    return sorted(rows, key=lambda row: (rank(SCENARIOS, row["scenario"]), rank(variants, row["variant"])))
