@@ -41,7 +41,7 @@ from zkcoord.membership import (
     Reconcile,
     Transition,
 )
-from zkcoord.membership.member import commit_topics, partitions_by_topic
+from zkcoord.membership.requests import commit_topics, partitions_by_topic
 from zkcoord.model import TopicPartition
 from zkcoord.sources import Record, RecordSource, SyntheticSource
 from zkcoord.zk.session import ThreadQueue, ThreadResult

@@ -1,6 +1,7 @@
 """Client-side group membership as a pure state machine (no IO); ``zkcoord.client`` runs it."""
 
-from zkcoord.membership.member import Completed, Fatal, GroupMember, MembershipConfig, Reconcile, Send, Transition
+from zkcoord.membership.effects import Completed, Fatal, MembershipConfig, Reconcile, Send, Transition
+from zkcoord.membership.member import GroupMember
 from zkcoord.membership.states import CoordinatorState, MemberState
 
 __all__ = [

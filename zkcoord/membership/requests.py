@@ -1,0 +1,219 @@
+"""The poll side's own requests through the member: OffsetCommit, OffsetFetch and Metadata, from queued to answered.
+
+:class:`ApplicationRequests` keeps each request until it may be sent (its node known, no rebalance in the way
+of a commit), retries it after a backoff when its node failed or the coordinator moved, times it out at its
+deadline and answers it with a :class:`~zkcoord.membership.effects.Completed` event. What an answer means for the
+membership (a coordinator to find again, a fenced instance) comes back to the member as an :class:`Answer`.
+Also here: the request fields the consumer builds (:func:`commit_topics`, :func:`partitions_by_topic`), the
+answers it reads, and the exception a failed commit raises.
+
+Pure: no IO. Imports only zkcoord.errors, zkcoord.model, zkcoord.membership.effects and .states.
+"""
+
+from collections.abc import Callable, Collection, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from zkcoord.errors import (
+    CommitFailedError,
+    CoordinatorResponseError,
+    ErrorCode,
+    FencedInstanceIdError,
+    RebalanceInProgressError,
+    ZkcoordError,
+)
+from zkcoord.membership.effects import (
+    ANY_NODE,
+    COORDINATOR,
+    COORDINATOR_GONE,
+    Completed,
+    MembershipConfig,
+    Outbox,
+    Send,
+    error_code,
+)
+from zkcoord.membership.states import CoordinatorState
+from zkcoord.model import TopicPartition
+
+E = ErrorCode
+
+
+@dataclass
+class ApplicationRequest:
+    """One request of the poll side: ``api`` with ``fields``, answered by ``deadline_ms`` at the latest."""
+
+    request_id: int
+    api: str
+    fields: dict
+    deadline_ms: int
+    sent: bool = False
+    not_before_ms: int = 0
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What an answer means for the member beyond the request it completes."""
+
+    coordinator_lost: str | None = None  # why the coordinator must be found again
+    fenced: str | None = None  # the coordinator's message: this static instance is fenced, the member fails
+    partition_counts: Mapping[str, int] | None = None  # learnt from a Metadata answer
+
+
+class ApplicationRequests:
+    """The poll side's requests in flight or waiting; see the module docstring.
+
+    ``tag`` makes the tag of each request (the member's, so that tags carry its generation).
+    """
+
+    def __init__(self, config: MembershipConfig, outbox: Outbox, tag: Callable[..., tuple]):
+        self._config = config
+        self._outbox = outbox
+        self._tag = tag
+        self._requests: dict[int, ApplicationRequest] = {}
+        self._by_tag: dict[tuple, int] = {}
+
+    def add(self, request_id: int, api: str, fields: dict, deadline_ms: int) -> None:
+        self._requests[request_id] = ApplicationRequest(request_id, api, fields, deadline_ms)
+
+    def deadlines(self) -> Iterator[int]:
+        """Every time at which a request may time out or end its backoff."""
+        for request in self._requests.values():
+            yield request.deadline_ms
+            yield request.not_before_ms
+
+    def send_due(self, now_ms: int, coordinator: CoordinatorState, commit_identity: dict, rebalancing: bool) -> None:
+        """Send every request that may go now, in the order they came, and fail those that cannot go at all.
+
+        Metadata goes to any node, the rest to the coordinator once it is known (``coordinator`` DOWN: there is
+        no group, so they fail). A commit carries ``commit_identity`` and fails while the member is
+        ``rebalancing``. A request past its deadline fails as timed out.
+        """
+        for request in list(self._requests.values()):
+            if request.sent:
+                continue
+            if now_ms >= request.deadline_ms:
+                error = CoordinatorResponseError(E.REQUEST_TIMED_OUT, f"{request.api} not answered in time")
+                self._complete(request.request_id, error=error)
+                continue
+            if now_ms < request.not_before_ms:
+                continue
+            if request.api == "Metadata":
+                self._send(request, ANY_NODE, dict(request.fields), now_ms)
+            elif coordinator == CoordinatorState.DOWN:
+                self._complete(request.request_id, error=ZkcoordError(f"{request.api} needs a group.id"))
+            elif coordinator != CoordinatorState.STABLE:
+                continue  # sent once the coordinator is found
+            elif request.api != "OffsetCommit":
+                self._send(request, COORDINATOR, dict(request.fields), now_ms)
+            elif rebalancing:
+                # Kafka's generationIfStable(): sent now, the commit would queue behind the parked JoinGroup (or
+                # the SyncGroup) on the coordinator connection for the whole rebalance, then fail with the
+                # generation it carried although a cooperative member still owns its partitions.
+                error = RebalanceInProgressError(
+                    "commit not sent: the group is being rebalanced; commit again once poll() completed it"
+                )
+                self._complete(request.request_id, error=error)
+            else:
+                self._send(request, COORDINATOR, {**request.fields, **commit_identity}, now_ms)
+
+    def _send(self, request: ApplicationRequest, target: str, fields: dict, now_ms: int) -> None:
+        tag = self._tag("app", request.request_id)
+        self._by_tag[tag] = request.request_id
+        request.sent = True
+        self._outbox.send(Send(target, request.api, fields, tag, request.deadline_ms - now_ms))
+
+    def _complete(self, request_id: int, value: Any = None, error: ZkcoordError | None = None) -> None:
+        if self._requests.pop(request_id, None) is not None:
+            self._outbox.emit(Completed(request_id, value, error))
+
+    def fail_all(self, error: ZkcoordError) -> None:
+        for request_id in list(self._requests):
+            self._complete(request_id, error=error)
+
+    def on_response(self, tag: tuple, response: dict | None, now_ms: int) -> Answer:
+        """The answer to the request sent with ``tag``; ``None`` when its node failed or did not answer in time."""
+        request = self._requests.get(self._by_tag.pop(tag, None))
+        if request is None:
+            return Answer()
+        request.sent = False
+        retry_ms = now_ms + self._config.retry_backoff_ms
+        if response is None:
+            request.not_before_ms = retry_ms
+            return Answer(coordinator_lost=f"{request.api} failed" if request.api != "Metadata" else None)
+        code = error_code(response)
+        if request.api == "OffsetCommit":
+            codes = {p["error_code"] for t in response.get("topics", []) for p in t.get("partitions", [])}
+            code = next((c for c in codes if c != E.NONE), E.NONE)
+        if code in COORDINATOR_GONE or code == E.COORDINATOR_LOAD_IN_PROGRESS:
+            request.not_before_ms = retry_ms
+            return Answer(coordinator_lost=f"{request.api}: {E(code).name}" if code in COORDINATOR_GONE else None)
+        if code != E.NONE:
+            message = response.get("error_message") or ""
+            if code == E.FENCED_INSTANCE_ID:
+                return Answer(fenced=message)  # failing, the member completes every request
+            error = (
+                commit_error(code, message)
+                if request.api == "OffsetCommit"
+                else CoordinatorResponseError(code, message)
+            )
+            self._complete(request.request_id, error=error)
+            return Answer()
+        if request.api == "OffsetFetch":
+            self._complete(request.request_id, value=_fetched_offsets(response))
+        elif request.api == "Metadata":
+            counts = topic_partition_counts(response)
+            self._complete(request.request_id, value=counts)
+            return Answer(partition_counts=counts)
+        else:
+            self._complete(request.request_id)
+        return Answer()
+
+
+def partitions_by_topic(partitions: Collection[TopicPartition]) -> dict[str, list[int]]:
+    """Partition numbers by topic, sorted: how OffsetFetch names the partitions it asks for."""
+    grouped: dict[str, list[int]] = {}
+    for topic, partition in sorted(partitions):
+        grouped.setdefault(topic, []).append(partition)
+    return grouped
+
+
+def commit_topics(offsets: Mapping[TopicPartition, tuple[int, str | None]]) -> list[dict]:
+    """OffsetCommit's ``topics`` for ``offsets`` (partition -> (offset, metadata))."""
+    grouped: dict[str, list[dict]] = {}
+    for (topic, partition), (offset, metadata) in sorted(offsets.items()):
+        grouped.setdefault(topic, []).append(
+            {"partition_index": partition, "committed_offset": offset, "committed_metadata": metadata}
+        )
+    return [{"name": topic, "partitions": partitions} for topic, partitions in grouped.items()]
+
+
+def commit_error(code: int, message: str = "") -> ZkcoordError:
+    """The exception a failed commit raises (kafka-python's names where it has them)."""
+    if code in (E.ILLEGAL_GENERATION, E.UNKNOWN_MEMBER_ID, E.REBALANCE_IN_PROGRESS):
+        return CommitFailedError(
+            f"commit cannot be completed since the group has already rebalanced ({E(code).name}); "
+            "the partitions may now belong to another member"
+        )
+    if code == E.FENCED_INSTANCE_ID:
+        return FencedInstanceIdError(code, message)
+    return CoordinatorResponseError(code, message)
+
+
+def topic_partition_counts(response: dict) -> dict[str, int]:
+    """A Metadata answer's partition count of every topic it found."""
+    return {
+        topic["name"]: len(topic["partitions"])
+        for topic in response.get("topics", [])
+        if topic.get("error_code", 0) == E.NONE and topic.get("partitions")
+    }
+
+
+def _fetched_offsets(response: dict) -> dict[TopicPartition, tuple[int, str | None] | None]:
+    """An OffsetFetch answer: (offset, metadata) of each partition, None where the group committed none."""
+    return {
+        TopicPartition(t["name"], p["partition_index"]): (
+            None if p["committed_offset"] < 0 else (p["committed_offset"], p.get("metadata"))
+        )
+        for t in response["topics"]
+        for p in t["partitions"]
+    }
