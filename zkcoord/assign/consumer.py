@@ -11,8 +11,8 @@ This module holds range and roundrobin and chooses among all four; the sticky on
 ``zkcoord.assign.sticky`` (their algorithm in ``zkcoord.assign.sticky_balance``), the interface in
 ``zkcoord.assign.common``. The names callers use are all importable from here.
 
-Pure: no IO, no clock, no gevent. Imports only zkcoord.errors, zkcoord.model and the other zkcoord.assign
-modules; must not import the client, the coordinator or anything that does IO.
+Pure: no IO, no clock, no gevent. Imports only zkcoord.errors, zkcoord.model, zkcoord.wire.consumer_protocol and
+the other zkcoord.assign modules; must not import the client, the coordinator or anything that does IO.
 """
 
 from collections.abc import Mapping, Sequence

@@ -15,7 +15,7 @@ Bytes that do not decode count as "no previous assignment" (sticky) or generatio
 in Kafka: one member's garbage must not fail the whole group's rebalance.
 
 Pure: no IO, no clock, no gevent. Imports only zkcoord.assign.common, zkcoord.assign.sticky_balance,
-zkcoord.model and zkcoord.wire.consumer_protocol.
+zkcoord.model and zkcoord.wire.consumer_protocol; must not import zkcoord.assign.consumer (it imports this one).
 """
 
 import abc

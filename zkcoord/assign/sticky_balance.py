@@ -2,7 +2,8 @@
 member's claims, then the constrained algorithm when all members subscribe to the same topics, the general one
 otherwise. ``zkcoord.assign.sticky`` wraps it into the sticky and cooperative-sticky assignors.
 
-Pure: no IO, no clock, no gevent. Imports only zkcoord.assign.common, zkcoord.assign.java and zkcoord.model.
+Pure: no IO, no clock, no gevent. Imports only zkcoord.assign.common, zkcoord.assign.java and zkcoord.model;
+must not import the assignors (zkcoord.assign.sticky and .consumer import it).
 """
 
 import logging

@@ -6,7 +6,8 @@ back to the poll side as a :class:`CommitDone` event, so that its callback runs 
 kafka-python's does.
 
 Runs on the poll side's thread, except where a docstring says otherwise. Imports zkcoord.client's config,
-subscription and tracing, zkcoord.errors, zkcoord.membership and zkcoord.model; no IO of its own.
+subscription and tracing, zkcoord.errors, zkcoord.membership and zkcoord.model; must not import the worker or
+anything that does IO (requests go through the callables it is given).
 """
 
 import logging

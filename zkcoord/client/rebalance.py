@@ -4,7 +4,7 @@ then the acknowledgement the member waits for. Ownership is exclusive because of
 joins again, and a cooperative one lets its partitions go to others, only after the revocation ran here.
 
 Runs on the poll side's thread. Imports zkcoord.client.subscription, zkcoord.client.tracing, zkcoord.membership's
-events and zkcoord.model; no IO.
+events and zkcoord.model; must not import the worker or anything that does IO (it calls back into the consumer).
 """
 
 import time

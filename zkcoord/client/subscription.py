@@ -1,7 +1,8 @@
 """What the poll side consumes: how the consumer subscribed, the partitions it owns, the position it reads each
 from and which it paused (Kafka's SubscriptionState).
 
-Only the poll side's thread uses it; the worker never does. Pure: imports only zkcoord.errors and zkcoord.model.
+Only the poll side's thread uses it; the worker never does. Pure: imports only zkcoord.errors and zkcoord.model;
+must not import the worker or anything that does IO.
 """
 
 from collections.abc import Iterable

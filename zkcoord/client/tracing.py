@@ -4,7 +4,8 @@ committed, its listener's callbacks.
 Events go to the sinks given to the consumer; without sinks nothing is built. Assignments traced outside a
 rebalance carry the generation and member id of the member's last state change.
 
-Imports zkcoord.legacy.trace (the trace schema), zkcoord.membership's events and zkcoord.model; no IO of its own.
+Imports zkcoord.legacy.trace (the trace schema), zkcoord.membership's events, zkcoord.model and zkcoord.sources
+(for Record); must not import the worker or the consumer. Its only IO is the sinks it is given.
 """
 
 import time

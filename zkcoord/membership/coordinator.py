@@ -6,7 +6,8 @@ heartbeat.interval.ms. Kafka's session timer decides when an unanswering coordin
 heartbeat's answer means for the membership (a rebalance, a lost generation, a fenced instance) is the
 member's to decide; the link only keeps the timers and the coordinator.
 
-Pure: no IO. Imports only zkcoord.errors and the zkcoord.membership modules below the member.
+Pure: no IO. Imports only zkcoord.errors, zkcoord.membership.effects and .states; must not import
+zkcoord.membership.member (it imports this module).
 """
 
 import logging

@@ -6,7 +6,8 @@ happened with :class:`Reconcile`, :class:`Completed`, :class:`Fatal` and :class:
 :class:`Outbox` so they leave in the order they were decided. Also here: the member's configuration and how an
 answer's error code is read.
 
-Pure: imports only the standard library, zkcoord.errors, zkcoord.model and zkcoord.membership.states.
+Pure: imports only the standard library, zkcoord.errors, zkcoord.model and zkcoord.membership.states; must not
+import the other zkcoord.membership modules (they import this one).
 """
 
 from dataclasses import dataclass

@@ -6,7 +6,8 @@ configuration and generation; and the bytes the group protocol carries for consu
 leader reads, the assignments it sends and the one each member receives (Kafka's ConsumerCoordinator metadata(),
 onLeaderElected() and onJoinComplete()). Keys keep their order: the frames must stay byte for byte the same.
 
-Pure: imports only zkcoord.assign.consumer, zkcoord.membership.effects and zkcoord.wire.consumer_protocol.
+Pure: imports only zkcoord.assign.consumer, zkcoord.membership.effects, zkcoord.model and
+zkcoord.wire.consumer_protocol; must not import zkcoord.membership.member (it imports this module).
 """
 
 import logging

@@ -7,7 +7,8 @@ membership (a coordinator to find again, a fenced instance) comes back to the me
 Also here: the request fields the consumer builds (:func:`commit_topics`, :func:`partitions_by_topic`), the
 answers it reads, and the exception a failed commit raises.
 
-Pure: no IO. Imports only zkcoord.errors, zkcoord.model, zkcoord.membership.effects and .states.
+Pure: no IO. Imports only zkcoord.errors, zkcoord.model, zkcoord.membership.effects and .states; must not import
+zkcoord.membership.member (it imports this module).
 """
 
 from collections.abc import Callable, Collection, Iterator, Mapping

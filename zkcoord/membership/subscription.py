@@ -5,7 +5,8 @@ The refresh runs for a pattern (which topics match now) and for the leader (did 
 since it assigned: then the group must rebalance, as Kafka's leader does). :class:`TopicSubscription` reports
 what changed; whether that means a rebalance is the member's decision.
 
-Pure: no IO. Imports only zkcoord.membership.effects and zkcoord.membership.requests.
+Pure: no IO. Imports only zkcoord.membership.effects and zkcoord.membership.requests; must not import
+zkcoord.membership.member (it imports this module).
 """
 
 import re
