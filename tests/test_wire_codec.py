@@ -1,0 +1,168 @@
+"""The msgpack codec onto typed messages (zkcoord.wire.codec): checked request maps in, wire response maps out.
+
+Expected values are written out from wire-protocol.md §3, never read back from the module under test.
+"""
+
+import msgpack
+import msgspec
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from test_wire_requests import VALID, request
+
+from zkcoord.wire import messages as m
+from zkcoord.wire.codec import API_NAMES, REQUEST_TYPES, decode_request, encode_response
+from zkcoord.wire.framing import FrameDecoder, encode_frame
+from zkcoord.wire.requests import REQUEST_SCHEMAS, check_request
+
+
+def test_every_served_api_has_a_typed_request():
+    assert set(REQUEST_TYPES) == set(REQUEST_SCHEMAS)
+    assert {API_NAMES[cls] for cls in REQUEST_TYPES.values()} == set(REQUEST_SCHEMAS)
+
+
+def test_absent_fields_are_none_or_their_nil_default_nested_too():
+    message = request(
+        "OffsetCommit",
+        group_id="g",
+        generation_id=-1,
+        member_id="",
+        retention_time_ms=-1,
+        topics=({"name": "t", "partitions": ({"partition_index": 0, "committed_offset": 3},)},),
+    )
+    assert check_request(message) is None
+    assert decode_request(message) == m.OffsetCommitRequest(
+        group_id="g",
+        generation_id=-1,
+        member_id="",
+        group_instance_id=None,
+        retention_time_ms=-1,
+        if_greater=False,
+        topics=(
+            m.OffsetCommitRequestTopic(
+                name="t",
+                partitions=(
+                    m.OffsetCommitRequestPartition(partition_index=0, committed_offset=3, committed_metadata=None),
+                ),
+            ),
+        ),
+    )
+
+
+def test_nil_means_the_default_where_the_spec_says_so():
+    sync = request("SyncGroup", group_id="g", generation_id=1, member_id="m", assignments=None)
+    fetch = request("OffsetFetch", group_id="g", topics=None, log_only=None)
+    assert check_request(sync) is None and check_request(fetch) is None
+    assert decode_request(sync).assignments == ()
+    assert decode_request(fetch) == m.OffsetFetchRequest(group_id="g", topics=None, log_only=False)
+
+
+def test_unknown_keys_are_dropped_and_arrays_are_tuples():
+    message = {**VALID["OffsetFetch"], "extra": 1, 5: "x"}
+    message["topics"] = [{"name": "t", "partition_indexes": [0, 1], "weight": 2}]
+    assert check_request(message) is None
+    decoded = decode_request(message)
+    assert decoded.topics == (m.OffsetFetchRequestTopic(name="t", partition_indexes=(0, 1)),)
+
+
+def test_keys_that_are_no_strings_are_ignored_at_any_depth():
+    join = {**VALID["JoinGroup"], (1, 2): "x"}
+    join["protocols"] = [{"name": "range", "metadata": b"", 7: [1]}]
+    assert check_request(join) is None
+    assert decode_request(join).protocols == (m.JoinGroupRequestProtocol(name="range", metadata=b""),)
+
+
+def test_a_join_takes_the_header_client_id_and_the_peer():
+    join = decode_request(VALID["JoinGroup"], "/10.0.0.7")
+    assert (join.client_id, join.client_host) == ("c", "/10.0.0.7")
+    assert decode_request({**VALID["JoinGroup"], "client_id": None}).client_id == ""
+
+
+@pytest.mark.parametrize("api", sorted(VALID))
+def test_every_valid_example_decodes_with_its_values(api):
+    decoder = FrameDecoder()
+    decoder.feed(encode_frame(VALID[api]))
+    decoded = decode_request(decoder.next_message())
+    assert type(decoded) is REQUEST_TYPES[api]
+    as_map = msgspec.to_builtins(decoded, builtin_types=(bytes,))
+    for field, value in VALID[api].items():
+        if field in as_map and field != "client_id":
+            assert msgpack.unpackb(msgpack.packb(as_map[field]), raw=False) == value, field
+
+
+def test_responses_are_written_in_field_order_without_an_unset_error_message():
+    join = m.JoinGroupResponse(error_code=79, member_id="c-1")
+    assert list(encode_response(join).items()) == [
+        ("error_code", 79),
+        ("generation_id", -1),
+        ("protocol_type", None),
+        ("protocol_name", None),
+        ("leader", ""),
+        ("member_id", "c-1"),
+        ("members", ()),
+    ]
+    refused = m.OffsetFetchResponse(error_code=15, error_message="ZooKeeper is away")
+    assert list(encode_response(refused)) == ["error_code", "error_message", "topics"]
+    assert list(encode_response(m.OffsetFetchResponse(error_code=0))) == ["error_code", "topics"]
+
+
+def test_group_states_and_error_codes_are_written_as_kafkas_names_and_numbers():
+    from zkcoord.errors import ErrorCode
+    from zkcoord.model import GroupState
+
+    listed = m.ListGroupsResponse(
+        error_code=ErrorCode.NONE,
+        groups=(m.ListedGroup(group_id="g", protocol_type="consumer", group_state=GroupState.STABLE),),
+    )
+    wire = msgpack.packb(encode_response(listed), use_bin_type=True)
+    assert msgpack.unpackb(wire, raw=False) == {
+        "error_code": 0,
+        "groups": [{"group_id": "g", "protocol_type": "consumer", "group_state": "Stable"}],
+    }
+
+
+TEXT = st.text(max_size=8)
+INT32 = st.integers(-(2**31), 2**31 - 1)
+FETCHED = st.builds(
+    m.OffsetFetchResponsePartition,
+    partition_index=INT32,
+    committed_offset=st.integers(-1, 2**63 - 1),
+    metadata=TEXT,
+    error_code=st.sampled_from([0, 3, 15]),
+)
+RESPONSES = st.one_of(
+    st.builds(
+        m.JoinGroupResponse,
+        error_code=st.sampled_from([0, 25, 79]),
+        generation_id=INT32,
+        protocol_type=st.none() | TEXT,
+        protocol_name=st.none() | TEXT,
+        leader=TEXT,
+        member_id=TEXT,
+        members=st.lists(
+            st.builds(
+                m.JoinGroupResponseMember, member_id=TEXT, group_instance_id=st.none() | TEXT, metadata=st.binary()
+            ),
+            max_size=3,
+        ).map(tuple),
+    ),
+    st.builds(
+        m.OffsetFetchResponse,
+        error_code=st.sampled_from([0, 15]),
+        error_message=st.none() | TEXT,
+        topics=st.lists(
+            st.builds(m.OffsetFetchResponseTopic, name=TEXT, partitions=st.lists(FETCHED, max_size=3).map(tuple)),
+            max_size=3,
+        ).map(tuple),
+    ),
+    st.builds(m.SyncGroupResponse, error_code=st.sampled_from([0, 27]), assignment=st.binary()),
+    st.builds(m.HeartbeatResponse, error_code=st.sampled_from([0, 22, 27])),
+)
+
+
+@given(RESPONSES)
+def test_a_response_read_back_from_the_wire_is_the_same_response(response):
+    wire = msgpack.packb(encode_response(response), use_bin_type=True)
+    read = msgpack.unpackb(wire, raw=False)
+    assert msgspec.convert(read, type(response)) == response
+    assert ("error_message" in read) == (getattr(response, "error_message", None) is not None)
