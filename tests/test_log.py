@@ -127,7 +127,7 @@ def test_an_oversized_batch_is_refused_and_nothing_is_written(tmp_path):
     with PartitionLog.open(tmp_path, SMALL) as partition:
         with pytest.raises(RecordTooLargeError) as error:
             partition.append([(b"k", b"x" * 4000)])
-        assert error.value.kafka_error == "MESSAGE_TOO_LARGE"
+        assert error.value.error_code.name == "MESSAGE_TOO_LARGE"
         assert partition.end_offset == 0
         partition.append([(b"k", b"small")])
         assert replay(partition) == [(0, b"k", b"small")]
@@ -281,7 +281,7 @@ def test_a_failed_write_fails_the_log_until_it_is_reopened(tmp_path, monkeypatch
     monkeypatch.setattr(os, "pwrite", failing_pwrite)
     with pytest.raises(LogStorageError, match="Input/output error") as error:
         partition.append([(b"k", b"lost")])
-    assert error.value.kafka_error == "KAFKA_STORAGE_ERROR"
+    assert error.value.error_code.name == "KAFKA_STORAGE_ERROR"
     monkeypatch.undo()
     with pytest.raises(LogStorageError):
         partition.append([(b"k", b"refused")])

@@ -51,7 +51,7 @@ def test_a_newer_epoch_fences_the_old_leader(tmp_path, policy):
 
     with pytest.raises(FencedLeaderError, match="epoch 2 has claimed") as error:
         old.append([(b"k", b"by the deposed leader")])
-    assert error.value.kafka_error == "NOT_LEADER_OR_FOLLOWER"
+    assert error.value.error_code.name == "NOT_LEADER_OR_FOLLOWER"
     with pytest.raises(FencedLeaderError):  # and every later append
         old.append([(b"k", b"again")])
     assert files(tmp_path) == before

@@ -6,6 +6,57 @@ Must not import anything from zkcoord: every other module imports this one.
 import enum
 
 
+class ErrorCode(enum.IntEnum):
+    """Kafka's error codes as the coordinator answers them (group-coordinator.md §8, wire-protocol.md §5)."""
+
+    UNKNOWN_SERVER_ERROR = -1
+    NONE = 0
+    CORRUPT_MESSAGE = 2
+    UNKNOWN_TOPIC_OR_PARTITION = 3
+    INVALID_FETCH_SIZE = 4
+    NOT_LEADER_OR_FOLLOWER = 6
+    REQUEST_TIMED_OUT = 7
+    MESSAGE_TOO_LARGE = 10
+    OFFSET_METADATA_TOO_LARGE = 12
+    COORDINATOR_LOAD_IN_PROGRESS = 14
+    COORDINATOR_NOT_AVAILABLE = 15
+    NOT_COORDINATOR = 16
+    RECORD_LIST_TOO_LARGE = 18
+    NOT_ENOUGH_REPLICAS = 19
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
+    ILLEGAL_GENERATION = 22
+    INCONSISTENT_GROUP_PROTOCOL = 23
+    INVALID_GROUP_ID = 24
+    UNKNOWN_MEMBER_ID = 25
+    INVALID_SESSION_TIMEOUT = 26
+    REBALANCE_IN_PROGRESS = 27
+    INVALID_COMMIT_OFFSET_SIZE = 28
+    UNSUPPORTED_VERSION = 35
+    INVALID_REQUEST = 42
+    KAFKA_STORAGE_ERROR = 56
+    NON_EMPTY_GROUP = 68
+    GROUP_ID_NOT_FOUND = 69
+    MEMBER_ID_REQUIRED = 79
+    GROUP_MAX_SIZE_REACHED = 81
+    FENCED_INSTANCE_ID = 82
+    GROUP_SUBSCRIBED_TO_TOPIC = 86
+
+    @property
+    def retriable(self) -> bool:
+        """True when a client should look the coordinator up again or rejoin (wire-protocol.md §5)."""
+        return self in _RETRIABLE
+
+
+_RETRIABLE = frozenset(
+    {
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        ErrorCode.NOT_COORDINATOR,
+        ErrorCode.REBALANCE_IN_PROGRESS,
+    }
+)
+
+
 class ZkcoordError(Exception):
     """Base class of every error zkcoord raises on purpose."""
 
@@ -110,15 +161,15 @@ class FencedInstanceIdError(CoordinatorResponseError):
 
 
 class LogError(ZkcoordError):
-    """The offsets log cannot do what was asked. ``kafka_error`` names Kafka's error for it (group-coordinator §9.5)."""
+    """The offsets log cannot do what was asked; ``error_code`` is Kafka's error for it (group-coordinator §9.5)."""
 
-    kafka_error = "UNKNOWN_SERVER_ERROR"
+    error_code = ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 class CorruptLogError(LogError):
     """A segment holds bytes that are not valid entries; ``problem`` says which file, byte and offset."""
 
-    kafka_error = "CORRUPT_MESSAGE"
+    error_code = ErrorCode.CORRUPT_MESSAGE
 
     def __init__(self, problem):
         self.problem = problem
@@ -131,68 +182,17 @@ class CorruptLogError(LogError):
 class LogStorageError(LogError):
     """A write or fsync failed; the log accepts no more appends until it is reopened."""
 
-    kafka_error = "KAFKA_STORAGE_ERROR"
+    error_code = ErrorCode.KAFKA_STORAGE_ERROR
 
 
 class RecordTooLargeError(LogError):
     """An append larger than ``message.max.bytes``."""
 
-    kafka_error = "MESSAGE_TOO_LARGE"
+    error_code = ErrorCode.MESSAGE_TOO_LARGE
 
 
 class LogInUseError(LogError):
     """Another process holds the partition directory's lock."""
-
-
-class ErrorCode(enum.IntEnum):
-    """Kafka's error codes as the coordinator answers them (group-coordinator.md §8, wire-protocol.md §5)."""
-
-    UNKNOWN_SERVER_ERROR = -1
-    NONE = 0
-    CORRUPT_MESSAGE = 2
-    UNKNOWN_TOPIC_OR_PARTITION = 3
-    INVALID_FETCH_SIZE = 4
-    NOT_LEADER_OR_FOLLOWER = 6
-    REQUEST_TIMED_OUT = 7
-    MESSAGE_TOO_LARGE = 10
-    OFFSET_METADATA_TOO_LARGE = 12
-    COORDINATOR_LOAD_IN_PROGRESS = 14
-    COORDINATOR_NOT_AVAILABLE = 15
-    NOT_COORDINATOR = 16
-    RECORD_LIST_TOO_LARGE = 18
-    NOT_ENOUGH_REPLICAS = 19
-    NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
-    ILLEGAL_GENERATION = 22
-    INCONSISTENT_GROUP_PROTOCOL = 23
-    INVALID_GROUP_ID = 24
-    UNKNOWN_MEMBER_ID = 25
-    INVALID_SESSION_TIMEOUT = 26
-    REBALANCE_IN_PROGRESS = 27
-    INVALID_COMMIT_OFFSET_SIZE = 28
-    UNSUPPORTED_VERSION = 35
-    INVALID_REQUEST = 42
-    KAFKA_STORAGE_ERROR = 56
-    NON_EMPTY_GROUP = 68
-    GROUP_ID_NOT_FOUND = 69
-    MEMBER_ID_REQUIRED = 79
-    GROUP_MAX_SIZE_REACHED = 81
-    FENCED_INSTANCE_ID = 82
-    GROUP_SUBSCRIBED_TO_TOPIC = 86
-
-    @property
-    def retriable(self) -> bool:
-        """True when a client should look the coordinator up again or rejoin (wire-protocol.md §5)."""
-        return self in _RETRIABLE
-
-
-_RETRIABLE = frozenset(
-    {
-        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-        ErrorCode.COORDINATOR_NOT_AVAILABLE,
-        ErrorCode.NOT_COORDINATOR,
-        ErrorCode.REBALANCE_IN_PROGRESS,
-    }
-)
 
 
 class FencedLeaderError(LogError):
@@ -201,4 +201,4 @@ class FencedLeaderError(LogError):
     The log accepts no more appends; the partition's groups get NOT_COORDINATOR (group-coordinator §9.5, §10).
     """
 
-    kafka_error = "NOT_LEADER_OR_FOLLOWER"
+    error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER

@@ -5,12 +5,14 @@ entry by entry and a torn or corrupt tail is cut (and reported). Older segments 
 they were rolled, so they are only checked as they are read; a corrupt one stops the read with
 :class:`CorruptLogError` unless ``log.recovery.skip.corrupt.segments`` is set.
 
-Appends are acknowledged (``append`` returns) only when the flush policy is met:
+Appends are acknowledged (``append`` returns, or :meth:`PartitionLog.submit` calls back) only when the
+flush policy is met:
 
 * ``always``: the entry is written and fsynced before the next append may write;
 * ``group``: an append reserves its offsets and waits; one flusher greenlet encodes all that are waiting
   as one entry (split only at ``message.max.bytes``), writes it with one system call and fsyncs it on
-  gevent's thread pool, so concurrent appends share one fsync and the loop keeps running during it;
+  gevent's thread pool, so concurrent appends share one fsync and the loop keeps running during it. The
+  flusher calls back each submitted append of the round, in offset order: no greenlet waits per append;
 * ``never``: written at once, fsynced only on roll and close.
 
 A log belongs to the gevent hub (thread) that opened it; greenlets of that hub may append concurrently.
@@ -26,13 +28,14 @@ import contextlib
 import fcntl
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
 import gevent
-from gevent.event import Event
+from gevent.event import AsyncResult
 from gevent.lock import Semaphore
 
 from zkcoord.clock import SystemClock
@@ -60,6 +63,9 @@ log = logging.getLogger(__name__)
 
 LOCK_FILE = ".lock"
 _SHARED_HOLDER = b"coordinator nodes (fenced)"
+
+
+AppendDone = Callable[[LogError | None, int], None]  # (error or None, base offset)
 
 
 class AppendResult(NamedTuple):
@@ -98,6 +104,14 @@ def _lock_directory(directory: Path, shared: bool = False) -> int:
     os.ftruncate(fd, 0)
     os.pwrite(fd, _SHARED_HOLDER if shared else str(os.getpid()).encode(), 0)
     return fd
+
+
+def _call_back(done: AppendDone, error: LogError | None, base_offset: int) -> None:
+    """Report an append's outcome; a failing callback must not stop the flusher that reports them all."""
+    try:
+        done(error, base_offset)
+    except Exception:
+        log.exception("append callback failed: %r", done)
 
 
 class _PendingAppend(NamedTuple):
@@ -142,7 +156,7 @@ class PartitionLog:
         self._written_seq = 0
         self._durable_seq = 0
         self._flusher: gevent.Greenlet | None = None
-        self._round_done = Event()
+        self._acknowledge: deque[tuple[int, int, AppendDone]] = deque()  # (sequence, base offset, done)
         self._failure: LogError | None = None  # LogStorageError or FencedLeaderError
         self._end_offset = segments[-1].next_offset
         self._pending: list[_PendingAppend] = []  # group policy: appends waiting for the next round
@@ -246,7 +260,12 @@ class PartitionLog:
         timestamp_ms = self.clock.now_ms() if timestamp_ms is None else timestamp_ms
         policy = self.config.flush_policy
         if policy == FLUSH_GROUP:
-            return self._append_to_round(records, timestamp_ms)
+            outcome = AsyncResult()
+            self._append_to_round(records, timestamp_ms, lambda error, base: outcome.set((error, base)))
+            error, base_offset = outcome.get()
+            if error is not None:
+                raise error
+            return AppendResult(base_offset, base_offset + len(records) - 1, timestamp_ms)
         if policy == FLUSH_ALWAYS:
             with self._append_lock, self.fenced():
                 result = self._append_now(records, timestamp_ms)
@@ -265,8 +284,37 @@ class PartitionLog:
         self._written_seq += 1
         return AppendResult(base_offset, self._end_offset - 1, timestamp_ms)
 
-    def _append_to_round(self, records: Sequence[tuple[bytes, bytes | None]], timestamp_ms: int) -> AppendResult:
-        """Reserve offsets and wait for the flusher, which writes each round's appends as one entry."""
+    def submit(self, records: Sequence[tuple[bytes, bytes | None]], timestamp_ms: int, done: AppendDone) -> None:
+        """Append ``records`` as :meth:`append` does, without waiting: ``done(error, base_offset)`` is called once
+        the flush policy is met (error None), or with the LogError that refused them (base offset -1).
+
+        Under ``group`` the flusher calls back, in offset order; an append refused at once is called back at once.
+        """
+        try:
+            if not records:
+                raise ValueError("append needs at least one record")
+            if self._failure is not None:
+                raise self._failure
+            if self.config.flush_policy == FLUSH_GROUP:
+                self._append_to_round(records, timestamp_ms, done)
+                return
+        except LogError as error:
+            done(error, -1)
+            return
+        gevent.spawn(self._append_and_call_back, records, timestamp_ms, done)
+
+    def _append_and_call_back(self, records, timestamp_ms: int, done: AppendDone) -> None:
+        try:
+            result = self.append(records, timestamp_ms)
+        except LogError as error:
+            _call_back(done, error, -1)
+        else:
+            _call_back(done, None, result.base_offset)
+
+    def _append_to_round(
+        self, records: Sequence[tuple[bytes, bytes | None]], timestamp_ms: int, done: AppendDone
+    ) -> None:
+        """Reserve offsets and leave the append to the flusher, which writes each round's appends as one entry."""
         size = _records_bound(records)
         if size > self._round_budget:  # the bound is loose: only an exact encoding can refuse the append
             self._encode(0, timestamp_ms, records)
@@ -274,8 +322,9 @@ class PartitionLog:
         self._end_offset += len(records)
         self._pending.append(_PendingAppend(base_offset, timestamp_ms, records, size))
         self._written_seq += 1
-        self._await_durable(self._written_seq)
-        return AppendResult(base_offset, base_offset + len(records) - 1, timestamp_ms)
+        self._acknowledge.append((self._written_seq, base_offset, done))
+        if self._flusher is None:
+            self._flusher = gevent.spawn(self._flush_rounds)
 
     def _encode(self, base_offset: int, timestamp_ms: int, records: Sequence[tuple[bytes, bytes | None]]) -> bytes:
         entry = encode_records(base_offset, timestamp_ms, records)
@@ -370,14 +419,6 @@ class PartitionLog:
         self.fsync_count += 1
         self._durable_seq = max(self._durable_seq, target)
 
-    def _await_durable(self, sequence: int) -> None:
-        while self._durable_seq < sequence:
-            if self._failure is not None:
-                raise self._failure
-            if self._flusher is None:
-                self._flusher = gevent.spawn(self._flush_rounds)
-            self._round_done.wait()
-
     def _flush_rounds(self) -> None:
         try:
             while self._durable_seq < self._written_seq and self._failure is None:
@@ -388,14 +429,20 @@ class PartitionLog:
                 except (OSError, LogError) as exc:
                     self._fail(exc)
                 finally:
-                    self._wake_waiters()
+                    self._acknowledge_durable()
         finally:
             self._flusher = None
-            self._wake_waiters()  # a flush() may have made them durable before this greenlet ran
+            self._acknowledge_durable()  # a flush() may have made them durable before this greenlet ran
 
-    def _wake_waiters(self) -> None:
-        done, self._round_done = self._round_done, Event()
-        done.set()
+    def _acknowledge_durable(self) -> None:
+        """Call back the appends that are durable now, in offset order; after a failure, all that wait."""
+        waiting = self._acknowledge
+        while waiting and waiting[0][0] <= self._durable_seq:
+            _, base_offset, done = waiting.popleft()
+            _call_back(done, None, base_offset)
+        if self._failure is not None:
+            while waiting:
+                _call_back(waiting.popleft()[2], self._failure, -1)
 
     def _roll(self) -> None:
         """Close the active segment durably (data and index), then start a new one at the log end."""
@@ -423,7 +470,7 @@ class PartitionLog:
         with self._append_lock, self.fenced():
             self._place_pending()
             self._guarded(lambda: self._sync(Segment.fsync))
-        self._wake_waiters()
+        self._acknowledge_durable()
 
     # -- reading ------------------------------------------------------------------------------------
 
