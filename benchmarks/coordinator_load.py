@@ -664,18 +664,18 @@ def serve(argv: list[str]) -> int:
             lag["max"] = max(lag["max"], time.monotonic() - lag["asleep"] - 0.01)
 
     def stats() -> None:
-        timers = node.coordinator.timers
+        timers = node.runtime.timers
         figures = {
             "t": time.monotonic(),
             "cpu": process_cpu(),
-            "fsyncs": sum(log.fsync_count for log in list(node.logs.values())),
+            "fsyncs": node.logs.fsync_count(),
             "requests": node.server.requests_total,
             "connections": node.server.connections_open,
             "owned": len(node.coordinator.owned),
             "loading": len(node.coordinator.loading),
             "groups": len(node.coordinator.groups),
             "timers": len(timers),
-            "timer_heap": len(getattr(timers, "_heap", ())),
+            "timer_heap": timers.heap_size,
             "rss_mb": rss_mib(),
             # since the previous stats, counting the sleep in progress (a hub kept busy has not ended it yet)
             "lag_max_ms": max(lag["max"], time.monotonic() - lag["asleep"] - 0.01) * 1000,

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import urllib.request
 
+import msgspec
 import pytest
 from cluster_support import ROOT, eventually, group_partition
 from coordinator_requests import (
@@ -34,6 +35,13 @@ from zkcoord.migration.store import NO_VERSION, read_state, write_state
 from zkcoord.model import TopicPartition
 from zkcoord.server.migration import accepted_offsets, join_refusal_message, max_fetch_response
 from zkcoord.testing.node_process import HOST
+from zkcoord.wire.messages import (
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchResponse,
+    OffsetFetchResponsePartition,
+    OffsetFetchResponseTopic,
+)
 from zkcoord.wire.requests import check_request
 from zkcoord.zk import admin, layout
 
@@ -507,31 +515,31 @@ def test_if_greater_still_checks_the_generation_first():
 
 
 def test_max_fetch_response_keeps_the_logs_metadata_and_adds_zookeeper_only_partitions():
-    log_answer = {
-        "error_code": 0,
-        "topics": [
-            {
-                "name": "t",
-                "partitions": [
-                    {"partition_index": 1, "committed_offset": 50, "metadata": "m", "error_code": 0},
-                    {"partition_index": 0, "committed_offset": -1, "metadata": "", "error_code": 0},
-                ],
-            }
-        ],
-    }
+    log_answer = OffsetFetchResponse(
+        error_code=0,
+        topics=(
+            OffsetFetchResponseTopic(
+                name="t",
+                partitions=(
+                    OffsetFetchResponsePartition(partition_index=1, committed_offset=50, metadata="m", error_code=0),
+                    OffsetFetchResponsePartition(partition_index=0, committed_offset=-1, metadata="", error_code=0),
+                ),
+            ),
+        ),
+    )
     zookeeper = {("t", 1): 80, ("t", 0): 3, ("a", 0): 1}
     asked = max_fetch_response(log_answer, zookeeper, every_partition=False)
-    assert [(p["partition_index"], p["committed_offset"], p["metadata"]) for p in asked["topics"][0]["partitions"]] == [
+    assert [(p.partition_index, p.committed_offset, p.metadata) for p in asked.topics[0].partitions] == [
         (1, 80, "m"),
         (0, 3, ""),
     ]
-    assert [t["name"] for t in asked["topics"]] == ["t"]
+    assert [t.name for t in asked.topics] == ["t"]
     everything = max_fetch_response(log_answer, zookeeper, every_partition=True)
-    assert [(t["name"], [p["partition_index"] for p in t["partitions"]]) for t in everything["topics"]] == [
+    assert [(t.name, [p.partition_index for p in t.partitions]) for t in everything.topics] == [
         ("a", [0]),
         ("t", [0, 1]),
     ]
-    assert [p["committed_offset"] for p in log_answer["topics"][0]["partitions"]] == [50, -1]  # input unchanged
+    assert [p.committed_offset for p in log_answer.topics[0].partitions] == [50, -1]  # input unchanged
 
 
 def test_join_refusal_message_names_at_most_two_ids_and_says_what_to_do():
@@ -542,16 +550,24 @@ def test_join_refusal_message_names_at_most_two_ids_and_says_what_to_do():
 
 
 def test_accepted_offsets_are_the_partitions_answered_0():
-    request = {
-        "topics": [
-            {"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 5}]},
-            {"name": "u", "partitions": [{"partition_index": 1, "committed_offset": 6}]},
-        ]
-    }
-    response = {
-        "topics": [
-            {"name": "t", "partitions": [{"partition_index": 0, "error_code": 0}]},
-            {"name": "u", "partitions": [{"partition_index": 1, "error_code": 3}]},
-        ]
-    }
+    request = msgspec.convert(
+        {
+            "generation_id": -1,
+            "member_id": "",
+            "topics": [
+                {"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 5}]},
+                {"name": "u", "partitions": [{"partition_index": 1, "committed_offset": 6}]},
+            ],
+        },
+        OffsetCommitRequest,
+    )
+    response = msgspec.convert(
+        {
+            "topics": [
+                {"name": "t", "partitions": [{"partition_index": 0, "error_code": 0}]},
+                {"name": "u", "partitions": [{"partition_index": 1, "error_code": 3}]},
+            ]
+        },
+        OffsetCommitResponse,
+    )
     assert accepted_offsets(request, response) == {("t", 0): 5}

@@ -1,12 +1,11 @@
-"""The pure pieces of the classic group coordinator: states, partitioning, protocols, membership, timers, §9.5.
+"""The pure pieces of the classic group coordinator: states, partitioning, protocols, membership, §9.5.
 
-No harness: ``zkcoord.group.state``, ``zkcoord.group.model``, ``zkcoord.group.timers`` and the pure helpers of
+No harness: ``zkcoord.group.state``, ``zkcoord.group.model`` and the pure helpers of
 ``zkcoord.group.coordinator`` are driven directly. "§" numbers point to /work/shared/specs/group-coordinator.md,
 "S95"/"S97" to /work/shared/specs/coordinator-scenarios.md. Expected values are written out from the spec, never
 read back from the module under test.
 """
 
-import functools
 import itertools
 from collections import Counter
 
@@ -16,10 +15,9 @@ from hypothesis import strategies as st
 
 from zkcoord.assign.java import java_string_hash
 from zkcoord.errors import ErrorCode
-from zkcoord.group.coordinator import _GROUP_WRITE_ERRORS, _OFFSET_COMMIT_ERRORS, mapped_append_error, partition_for
+from zkcoord.group.coordinator import GROUP_WRITE_ERRORS, OFFSET_COMMIT_ERRORS, mapped_append_error, partition_for
 from zkcoord.group.model import Group, Member
 from zkcoord.group.state import CAN_REBALANCE_STATES, VALID_PREVIOUS_STATES, IllegalStateTransition, check_transition
-from zkcoord.group.timers import Timers
 from zkcoord.offsets.records import GroupMetadataValue, MemberMetadata
 from zkcoord.wire.consumer_protocol import Subscription, encode_subscription
 
@@ -399,147 +397,16 @@ MAPPED_NAMES = {row[0] for row in MAPPING_ROWS} - {"CORRUPT_MESSAGE"}
 @pytest.mark.parametrize(("append_error", "group_write", "offset_commit"), MAPPING_ROWS)
 def test_append_error_mapping_table(append_error, group_write, offset_commit):
     """§9.5 (GMMT testStoreGroupErrorMapping, testCommitOffsetFailure): both columns, every row."""
-    assert mapped_append_error(append_error, _GROUP_WRITE_ERRORS) == group_write
-    assert mapped_append_error(append_error, _OFFSET_COMMIT_ERRORS) == offset_commit
+    error = ErrorCode[append_error]
+    assert mapped_append_error(error, GROUP_WRITE_ERRORS) == group_write
+    assert mapped_append_error(error, OFFSET_COMMIT_ERRORS) == offset_commit
 
 
 @pytest.mark.parametrize("code", [code for code in ErrorCode if code.name not in MAPPED_NAMES], ids=lambda c: c.name)
 def test_other_append_errors_pass_through_unchanged(code):
     """§9.5 "anything else": the append error itself reaches the client, in both columns."""
-    assert mapped_append_error(code.name, _GROUP_WRITE_ERRORS) == int(code)
-    assert mapped_append_error(code.name, _OFFSET_COMMIT_ERRORS) == int(code)
-
-
-def test_append_error_unknown_to_zkcoord_becomes_unknown_server_error():
-    """An error name without a Kafka code cannot be passed through; the documented fallback is -1."""
-    assert mapped_append_error("SOMETHING_NEW", _GROUP_WRITE_ERRORS) == -1
-    assert mapped_append_error("SOMETHING_NEW", _OFFSET_COMMIT_ERRORS) == -1
-
-
-# ---- Appendix A: keyed timers ---------------------------------------------------------------------------------
-
-
-def fire_all(timers: Timers, now_ms: int) -> list:
-    """Pop and run every due action, as the coordinator's runtime does; returns what the actions returned."""
-    fired = []
-    while (action := timers.pop_due(now_ms)) is not None:
-        fired.append(action(now_ms))
-    return fired
-
-
-def tag(label):
-    return lambda now: label
-
-
-def test_timers_fire_in_deadline_order_with_ties_in_scheduling_order():
-    timers = Timers()
-    timers.schedule("late", 30, tag("late"))
-    timers.schedule("tie-1", 20, tag("tie-1"))
-    timers.schedule("early", 10, tag("early"))
-    timers.schedule("tie-2", 20, tag("tie-2"))
-    timers.schedule("tie-0", 20, tag("tie-0"))
-    assert timers.next_deadline() == 10
-    assert fire_all(timers, 100) == ["early", "tie-1", "tie-2", "tie-0", "late"]
-    assert len(timers) == 0 and timers.next_deadline() is None
-
-
-def test_timers_fire_strictly_after_the_deadline():
-    """Kafka's MockTimer fires when ``deadline < now``: a timer due at 10 does not fire at 10."""
-    timers = Timers()
-    timers.schedule("k", 10, tag("k"))
-    assert fire_all(timers, 9) == []
-    assert fire_all(timers, 10) == []
-    assert timers.deadline("k") == 10
-    assert fire_all(timers, 11) == ["k"]
-    assert timers.deadline("k") is None
-
-
-def test_timers_reschedule_replaces_and_the_stale_deadline_never_fires():
-    timers = Timers()
-    timers.schedule("k", 10, tag("first"))
-    timers.schedule("k", 50, tag("second"))
-    assert len(timers) == 1 and timers.deadline("k") == 50
-    assert timers.next_deadline() == 50
-    assert fire_all(timers, 20) == []
-    assert fire_all(timers, 51) == ["second"]
-    # Rescheduling earlier also replaces.
-    timers.schedule("k", 50, tag("third"))
-    timers.schedule("k", 5, tag("fourth"))
-    assert fire_all(timers, 100) == ["fourth"]
-
-
-def test_timers_reschedule_with_the_same_deadline_moves_to_the_back_of_the_tie():
-    timers = Timers()
-    timers.schedule("a", 10, tag("a"))
-    timers.schedule("b", 10, tag("b"))
-    timers.schedule("a", 10, tag("a2"))
-    assert fire_all(timers, 11) == ["b", "a2"]
-
-
-def test_timers_cancel():
-    timers = Timers()
-    timers.schedule("a", 10, tag("a"))
-    timers.schedule("b", 20, tag("b"))
-    timers.cancel("a")
-    timers.cancel("missing")  # a no-op
-    assert len(timers) == 1 and timers.deadline("a") is None
-    assert timers.next_deadline() == 20
-    assert fire_all(timers, 100) == ["b"]
-
-
-def test_timers_action_gets_now_and_may_schedule_a_due_timer():
-    """An action that schedules an already-due timer sees it fire in the same pass (the runtime loops)."""
-    timers = Timers()
-    seen = []
-
-    def first(now):
-        seen.append(("first", now))
-        timers.schedule("second", now - 1, lambda n: seen.append(("second", n)))
-
-    timers.schedule("first", 1, first)
-    fire_all(timers, 7)
-    assert seen == [("first", 7), ("second", 7)]
-
-
-KEYS = ("a", "b", "c", ("session", "g", "m"), ("join", "g"))
-TIMER_OPS = st.lists(
-    st.one_of(
-        st.tuples(st.just("schedule"), st.sampled_from(KEYS), st.integers(0, 40)),
-        st.tuples(st.just("cancel"), st.sampled_from(KEYS)),
-        st.tuples(st.just("fire"), st.integers(0, 45)),
-    ),
-    max_size=40,
-)
-
-
-@settings(max_examples=300, deadline=None)
-@given(TIMER_OPS)
-def test_timers_fire_exactly_the_live_keys_past_their_deadline_in_order(ops):
-    """Any schedule/cancel/fire sequence: a fire at ``now`` runs exactly the live keys with ``deadline < now``,
-    ordered by (deadline, order of their latest scheduling); superseded and cancelled schedules never run."""
-    timers = Timers()
-    live: dict = {}  # key → (deadline, scheduling number)
-    numbers = itertools.count()
-    for op in ops:
-        if op[0] == "schedule":
-            _, key, deadline = op
-            number = next(numbers)
-            live[key] = (deadline, number)
-            timers.schedule(key, deadline, functools.partial(lambda k, n, now: (k, n, now), key, number))
-        elif op[0] == "cancel":
-            live.pop(op[1], None)
-            timers.cancel(op[1])
-        else:
-            now = op[1]
-            due = sorted((entry, key) for key, entry in live.items() if entry[0] < now)
-            expected = [(key, number, now) for (_, number), key in due]
-            assert fire_all(timers, now) == expected
-            for _, key in due:
-                del live[key]
-        assert len(timers) == len(live)
-        assert timers.next_deadline() == min((deadline for deadline, _ in live.values()), default=None)
-        for key in KEYS:
-            assert timers.deadline(key) == (live[key][0] if key in live else None)
+    assert mapped_append_error(code, GROUP_WRITE_ERRORS) == int(code)
+    assert mapped_append_error(code, OFFSET_COMMIT_ERRORS) == int(code)
 
 
 # ---- §9.6 step 5: groups as loaded ------------------------------------------------------------------------------
@@ -640,17 +507,3 @@ def test_metadata_record_uses_the_metadata_of_the_chosen_protocol():
     ]
     assert (record.protocol, record.leader, record.generation) == ("roundrobin", "a", 3)
     assert [m.assignment for m in group.metadata_record().members] == [b"x", b""]
-
-
-def test_rescheduling_one_key_many_times_keeps_the_heap_small_and_fires_once():
-    """A heartbeat reschedules its session timer each time; stale entries must not pile up for a session."""
-    timers = Timers()
-    fired = []
-    for beat in range(10_000):
-        timers.schedule(("session", "g", "m"), 45_000 + beat, fired.append)
-    timers.schedule(("session", "g", "other"), 50, fired.append)
-    assert len(timers._heap) <= 2 * len(timers) + 1024
-    while (action := timers.pop_due(10**9)) is not None:
-        action(len(fired))
-    assert fired == [0, 1]
-    assert len(timers) == 0

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from record_strategies import records
 
-from zkcoord.model import TopicPartition
+from zkcoord.model import GroupState, TopicPartition
 from zkcoord.offsets.records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -22,7 +22,7 @@ from zkcoord.offsets.records import (
     encode_key,
     encode_value,
 )
-from zkcoord.offsets.retention import EMPTY, view_of_loaded_group
+from zkcoord.offsets.retention import view_of_loaded_group
 from zkcoord.offsets.store import CommittedOffset, OffsetStore
 
 T0 = TopicPartition("t", 0)
@@ -145,7 +145,7 @@ def test_group_tombstone_then_offsets_gives_an_offsets_only_group_spec_9_6_step_
     assert store.group_ids() == {"g"}
     assert "g" not in store.groups
     view = view_of_loaded_group(store.groups.get("g"))
-    assert (view.state, view.protocol_type, view.generation) == (EMPTY, None, 0)
+    assert (view.state, view.protocol_type, view.generation) == (GroupState.EMPTY, None, 0)
 
 
 def test_group_ids_are_groups_with_records_or_offsets():

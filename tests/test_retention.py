@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from zkcoord.model import TopicPartition
+from zkcoord.model import GroupState, TopicPartition
 from zkcoord.offsets.records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -16,11 +16,6 @@ from zkcoord.offsets.records import (
     OffsetCommitValue,
 )
 from zkcoord.offsets.retention import (
-    COMPLETING_REBALANCE,
-    DEAD,
-    EMPTY,
-    PREPARING_REBALANCE,
-    STABLE,
     GroupView,
     expired_offsets,
     subscribed_topics,
@@ -70,14 +65,14 @@ def offset_tombstone(group: str, partition: TopicPartition):
 def test_expire_offset_gmmt_testExpireOffset_case_c():
     # A group that only stores offsets (no protocol type); old clients set explicit expire timestamps.
     offsets = {FOO0: committed(expire_timestamp=START + 1), FOO1: committed(expire_timestamp=START + 3)}
-    no_protocol = view(None, EMPTY)
+    no_protocol = view(None, GroupState.EMPTY)
     assert expired_offsets(no_protocol, offsets, START + 2, RETENTION_MS) == {FOO0}
     assert expired_offsets(no_protocol, offsets, START + 3, RETENTION_MS) == {FOO0, FOO1}
 
 
 def test_explicit_expire_timestamp_is_inclusive_and_overrides_retention_case_a():
     offsets = {FOO0: committed(commit_timestamp=START, expire_timestamp=START + 10)}
-    empty = view("consumer", EMPTY, state_timestamp=START)
+    empty = view("consumer", GroupState.EMPTY, state_timestamp=START)
     assert expired_offsets(empty, offsets, START + 9, retention_ms=1) == set()
     assert expired_offsets(empty, offsets, START + 10, retention_ms=10**12) == {FOO0}
 
@@ -89,12 +84,12 @@ def test_offset_expiration_semantics_gmmt_testOffsetExpirationSemantics_cases_a_
         FOO2: committed(),  # new clients: the group's offsets expire together
     }
     # Active (rebalancing) group: nothing expires, even past an explicit expire timestamp (case (d)).
-    rebalancing = view("consumer", COMPLETING_REBALANCE, subscribed=frozenset({"foo"}))
+    rebalancing = view("consumer", GroupState.COMPLETING_REBALANCE, subscribed=frozenset({"foo"}))
     assert expired_offsets(rebalancing, offsets, START + 2, RETENTION_MS) == set()
 
     # The group becomes Empty at START + 2: the retention clock starts then, not at commit time (case (a)).
     emptied_at = START + 2
-    empty = view("consumer", EMPTY, state_timestamp=emptied_at, subscribed=frozenset())
+    empty = view("consumer", GroupState.EMPTY, state_timestamp=emptied_at, subscribed=frozenset())
     assert expired_offsets(empty, offsets, START + 2, RETENTION_MS) == {FOO0}
     assert expired_offsets(empty, offsets, START + 4, RETENTION_MS) == {FOO0, FOO1}
     assert expired_offsets(empty, offsets, emptied_at + RETENTION_MS - 1, RETENTION_MS) == {FOO0, FOO1}
@@ -104,14 +99,14 @@ def test_offset_expiration_semantics_gmmt_testOffsetExpirationSemantics_cases_a_
 def test_empty_group_without_state_timestamp_uses_commit_timestamp_case_a():
     # A group loaded from an old record has no current_state_timestamp (-1).
     offsets = {FOO0: committed(commit_timestamp=START), FOO1: committed(commit_timestamp=START + 5)}
-    old_record = view("consumer", EMPTY, state_timestamp=-1)
+    old_record = view("consumer", GroupState.EMPTY, state_timestamp=-1)
     assert expired_offsets(old_record, offsets, START + RETENTION_MS, RETENTION_MS) == {FOO0}
     assert expired_offsets(old_record, offsets, START + RETENTION_MS + 5, RETENTION_MS) == {FOO0, FOO1}
 
 
 def test_offset_expiration_of_simple_consumer_gmmt_testOffsetExpirationOfSimpleConsumer_case_c():
     offsets = {FOO0: committed(commit_timestamp=START)}
-    simple = view(None, EMPTY, state_timestamp=START + 10**9)  # case (c) ignores the state clock
+    simple = view(None, GroupState.EMPTY, state_timestamp=START + 10**9)  # case (c) ignores the state clock
     assert expired_offsets(simple, offsets, START + RETENTION_MS - 1, RETENTION_MS) == set()
     assert expired_offsets(simple, offsets, START + RETENTION_MS, RETENTION_MS) == {FOO0}
 
@@ -119,28 +114,28 @@ def test_offset_expiration_of_simple_consumer_gmmt_testOffsetExpirationOfSimpleC
 def test_offset_expiration_of_active_group_gmmt_testOffsetExpirationOfActiveGroupSemantics_case_b():
     offsets = {FOO0: committed(), FOO1: committed(), BAR0: committed(), BAR1: committed()}
     long_after = START + RETENTION_MS + 2
-    both = view("consumer", STABLE, subscribed=frozenset({"foo", "bar"}))
+    both = view("consumer", GroupState.STABLE, subscribed=frozenset({"foo", "bar"}))
     assert expired_offsets(both, offsets, long_after, RETENTION_MS) == set()
     # The next generation subscribes to foo only: bar's offsets expire by their commit timestamp.
-    foo_only = view("consumer", STABLE, state_timestamp=long_after, subscribed=frozenset({"foo"}))
+    foo_only = view("consumer", GroupState.STABLE, state_timestamp=long_after, subscribed=frozenset({"foo"}))
     assert expired_offsets(foo_only, offsets, long_after, RETENTION_MS) == {BAR0, BAR1}
     assert expired_offsets(foo_only, offsets, START + RETENTION_MS - 1, RETENTION_MS) == set()
 
 
 def test_stable_consumer_group_with_unknown_subscription_expires_nothing_case_d():
     offsets = {FOO0: committed(), BAR0: committed(expire_timestamp=START)}
-    unknown = view("consumer", STABLE, subscribed=None)
+    unknown = view("consumer", GroupState.STABLE, subscribed=None)
     assert expired_offsets(unknown, offsets, START + RETENTION_MS * 2, RETENTION_MS) == set()
 
 
-@pytest.mark.parametrize("state", [STABLE, PREPARING_REBALANCE, COMPLETING_REBALANCE])
+@pytest.mark.parametrize("state", [GroupState.STABLE, GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE])
 def test_non_consumer_protocol_that_is_not_empty_expires_nothing_case_d(state):
     offsets = {FOO0: committed(expire_timestamp=START)}
     connect = view("connect", state, subscribed=None)
     assert expired_offsets(connect, offsets, START + RETENTION_MS * 2, RETENTION_MS) == set()
 
 
-@pytest.mark.parametrize("state", [PREPARING_REBALANCE, COMPLETING_REBALANCE])
+@pytest.mark.parametrize("state", [GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE])
 def test_rebalancing_consumer_group_expires_nothing_kafka_13636_case_d(state):
     # GMT testOffsetRemovalDuringTransitionFromEmptyToNonEmpty: a member joined an Empty group.
     offsets = {FOO0: committed(), BAR0: committed()}
@@ -151,9 +146,9 @@ def test_rebalancing_consumer_group_expires_nothing_kafka_13636_case_d(state):
 @pytest.mark.parametrize(
     "group_view",
     [
-        view(None, EMPTY),
-        view("consumer", EMPTY),
-        view("consumer", STABLE, subscribed=frozenset()),
+        view(None, GroupState.EMPTY),
+        view("consumer", GroupState.EMPTY),
+        view("consumer", GroupState.STABLE, subscribed=frozenset()),
     ],
     ids=["case-c", "case-a", "case-b"],
 )
@@ -174,7 +169,9 @@ def test_pending_commits_never_expire_spec_7_6(group_view):
 
 @given(
     st.sampled_from([None, "", "consumer", "connect"]),
-    st.sampled_from([EMPTY, PREPARING_REBALANCE, COMPLETING_REBALANCE, STABLE]),
+    st.sampled_from(
+        [GroupState.EMPTY, GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE, GroupState.STABLE]
+    ),
     st.none() | st.frozensets(st.sampled_from(["foo", "bar"])),
     st.integers(0, 3 * RETENTION_MS),
 )
@@ -190,7 +187,7 @@ def test_expiry_is_monotonic_in_time(protocol_type, state, subscribed, elapsed):
 def test_group_view_rejects_unknown_states():
     with pytest.raises(ValueError, match="unknown group state 'Awaiting'"):
         GroupView(None, "Awaiting", -1, 0, None)
-    assert GroupView(None, DEAD, -1, 0, None).state == DEAD
+    assert GroupView(None, GroupState.DEAD, -1, 0, None).state == GroupState.DEAD
 
 
 # ---- subscribed topics (§7.6; GMT testSubscribedTopics, testSubscribedTopicsNonConsumerGroup) -------------
@@ -231,16 +228,16 @@ def test_subscribed_topics_gmt_testSubscribedTopicsNonConsumerGroup(protocol_typ
 
 def test_loaded_group_with_members_is_stable():
     record = GroupMetadataValue("consumer", 7, "range", "m", START, (consumer_member("foo"),))
-    assert view_of_loaded_group(record) == GroupView("consumer", STABLE, START, 7, frozenset({"foo"}))
+    assert view_of_loaded_group(record) == GroupView("consumer", GroupState.STABLE, START, 7, frozenset({"foo"}))
 
 
 def test_loaded_group_without_members_is_empty():
     record = GroupMetadataValue("consumer", 7, None, None, -1)
-    assert view_of_loaded_group(record) == GroupView("consumer", EMPTY, -1, 7, frozenset())
+    assert view_of_loaded_group(record) == GroupView("consumer", GroupState.EMPTY, -1, 7, frozenset())
 
 
 def test_offsets_only_group_is_empty_with_no_protocol_type():
-    assert view_of_loaded_group(None) == GroupView(None, EMPTY, -1, 0, None)
+    assert view_of_loaded_group(None) == GroupView(None, GroupState.EMPTY, -1, 0, None)
 
 
 def test_empty_protocol_type_is_no_protocol_type_for_an_empty_group():

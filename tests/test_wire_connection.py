@@ -10,11 +10,14 @@ import time
 
 import gevent
 import gevent.socket
+import msgspec
 import pytest
 from gevent.event import Event
 from wire_client import WireClient, frame_bytes
 
 from zkcoord.server.connection import WireServer
+from zkcoord.wire.codec import API_NAMES
+from zkcoord.wire.messages import HeartbeatRequest
 
 HEARTBEAT = {"group_id": "g", "generation_id": 1, "member_id": "m-1"}
 JOIN = {
@@ -40,17 +43,17 @@ class Toy:
 
     def __call__(self, request, respond):
         self.dispatched.append(request)
-        self.behaviours.get(request["api"], self.echo)(request, respond)
+        self.behaviours.get(API_NAMES[type(request)], self.echo)(request, respond)
 
     def echo(self, request, respond):
-        respond({"error_code": 0, "api": request["api"], "request": request})
+        respond({"error_code": 0, "api": API_NAMES[type(request)], "request": msgspec.to_builtins(request)})
 
     def park(self, request, respond):
         self.parked.append(respond)
         self.parked_event.set()
 
     def apis(self) -> list[str]:
-        return [request["api"] for request in self.dispatched]
+        return [API_NAMES[type(request)] for request in self.dispatched]
 
 
 def wait_until(predicate, timeout: float = 5.0) -> None:
@@ -109,22 +112,21 @@ def test_address_is_the_bound_port(server):
     assert port > 0
 
 
-def test_call_gets_its_response_and_dispatch_a_normalized_request(server, connect, toy):
+def test_call_gets_its_response_and_dispatch_a_typed_request(server, connect, toy):
     client = connect(server)
     response = client.call("Heartbeat", **HEARTBEAT, unknown_key=[1, 2])
     assert response["error_code"] == 0
     assert response["api"] == "Heartbeat"
     (request,) = toy.dispatched
-    assert request == {
-        "api": "Heartbeat",
-        "api_version": 0,
-        "correlation_id": response["correlation_id"],
-        "client_id": "wire-test-client",
-        **HEARTBEAT,
-        "group_instance_id": None,
-        "client_host": "127.0.0.1",
-    }
+    assert request == HeartbeatRequest(**HEARTBEAT, group_instance_id=None)
     assert server.requests_total == 1
+
+
+def test_a_join_carries_the_client_id_and_the_peers_host(server, connect, toy):
+    client = connect(server)
+    client.call("JoinGroup", **JOIN)
+    (request,) = toy.dispatched
+    assert (request.client_id, request.client_host) == ("wire-test-client", "/127.0.0.1")
 
 
 def test_response_correlation_id_is_the_requests_and_comes_first_spec_2(server, connect, toy):

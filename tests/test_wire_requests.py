@@ -3,13 +3,12 @@
 import copy
 import re
 
-import msgpack
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from zkcoord.wire.framing import FrameDecoder, encode_frame
-from zkcoord.wire.requests import SUPPORTED_APIS, check_request, normalized, supported_api_versions
+from zkcoord.wire.requests import SUPPORTED_APIS, check_request, supported_api_versions
 
 ABSENT = object()
 
@@ -358,82 +357,7 @@ def test_extra_keys_in_nested_maps_are_ignored():
     assert check_request(message) is None
 
 
-# ---- normalized --------------------------------------------------------------------------------------------
-
-
-def test_normalized_fills_absent_fields_with_none_nested_too():
-    message = request(
-        "OffsetCommit",
-        group_id="g",
-        generation_id=-1,
-        member_id="",
-        retention_time_ms=-1,
-        topics=({"name": "t", "partitions": ({"partition_index": 0, "committed_offset": 3},)},),
-    )
-    assert check_request(message) is None
-    assert normalized(message) == {
-        "api": "OffsetCommit",
-        "api_version": 0,
-        "correlation_id": 11,
-        "client_id": "c",
-        "group_id": "g",
-        "generation_id": -1,
-        "member_id": "",
-        "group_instance_id": None,
-        "retention_time_ms": -1,
-        "if_greater": None,
-        "topics": [
-            {"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 3, "committed_metadata": None}]}
-        ],
-    }
-
-
-def test_normalized_drops_unknown_keys_and_makes_arrays_lists():
-    message = {**VALID["OffsetFetch"], "extra": 1, 5: "x"}
-    message["topics"] = ({"name": "t", "partition_indexes": (0, 1), "weight": 2},)
-    result = normalized(message)
-    assert "extra" not in result and 5 not in result
-    assert result["topics"] == [{"name": "t", "partition_indexes": [0, 1]}]
-    assert type(result["topics"]) is list and type(result["topics"][0]["partition_indexes"]) is list
-
-
-def test_normalized_keeps_nil_lists_and_header():
-    result = normalized({"api": "OffsetFetch", "api_version": 0, "correlation_id": 1})
-    assert result == {
-        "api": "OffsetFetch",
-        "api_version": 0,
-        "correlation_id": 1,
-        "client_id": None,
-        "group_id": None,
-        "topics": None,
-        "log_only": None,
-    }
-
-
-@pytest.mark.parametrize("api", sorted(VALID))
-def test_normalized_does_not_change_a_complete_request(api):
-    original = copy.deepcopy(VALID[api])
-    assert normalized(VALID[api]) == VALID[api]
-    assert VALID[api] == original
-
-
-@pytest.mark.parametrize("api", sorted(VALID))
-def test_normalized_request_survives_a_msgpack_round_trip(api):
-    result = normalized(VALID[api])
-    assert msgpack.unpackb(msgpack.packb(result, use_bin_type=True), raw=False) == result
-
-
-def test_offset_delete_normalized_keeps_its_nested_partitions():
-    message = request("OffsetDelete", group_id="g", topics=({"name": "t", "partitions": ({"partition_index": 3},)},))
-    assert check_request(message) is None
-    assert normalized(message) == {
-        "api": "OffsetDelete",
-        "api_version": 0,
-        "correlation_id": 11,
-        "client_id": "c",
-        "group_id": "g",
-        "topics": [{"name": "t", "partitions": [{"partition_index": 3}]}],
-    }
+def test_offset_delete_names_a_nested_partition_of_the_wrong_type():
     assert error_of(with_value(VALID["OffsetDelete"], "topics[0].partitions[0]", 3)) == (
         42,
         "OffsetDelete.topics[0].partitions[0] must be map, got int 3",

@@ -7,22 +7,20 @@ request does with them lives in :mod:`zkcoord.group.coordinator`. Pure: must not
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from zkcoord.group.state import DEAD, EMPTY, STABLE, check_transition
-from zkcoord.model import TopicPartition
+from zkcoord.group.state import check_transition
+from zkcoord.model import GroupState, TopicPartition
 from zkcoord.offsets.records import GroupMetadataValue, MemberMetadata
 from zkcoord.offsets.retention import UNKNOWN_STATE_TIMESTAMP, GroupView, topics_of_subscriptions
 from zkcoord.offsets.store import CommittedOffset
 
-Responder = Callable[[dict], None]
 Protocols = tuple[tuple[str, bytes], ...]
 
 
 @dataclass(eq=False)
 class Member:
-    """One member; ``awaiting_join``/``awaiting_sync`` hold the responder of a parked request."""
+    """One member; ``awaiting_join``/``awaiting_sync`` hold the request id of a parked request."""
 
     member_id: str
     group_instance_id: str | None
@@ -33,8 +31,8 @@ class Member:
     protocol_type: str
     protocols: Protocols
     assignment: bytes = b""
-    awaiting_join: Responder | None = None
-    awaiting_sync: Responder | None = None
+    awaiting_join: int | None = None
+    awaiting_sync: int | None = None
     is_new: bool = False
     is_leaving: bool = False
 
@@ -60,7 +58,7 @@ class Group:
 
     group_id: str
     partition: int
-    state: str
+    state: GroupState
     state_timestamp: int
     protocol_type: str | None = None
     protocol_name: str | None = None
@@ -73,23 +71,26 @@ class Group:
     supported_protocols: Counter = field(default_factory=Counter)
     new_member_added: bool = False
     initial_join: bool = False  # the running delayed join is Kafka's InitialDelayedJoin (never completes early)
+    initial_join_delay_ms: int = 0  # the running InitialDelayedJoin's delay and the time it may still extend by
+    initial_join_remaining_ms: int = 0
+    sync_generation: int = 0  # the generation whose members the pending-sync timer waits for
     subscribed_topics: frozenset[str] | None = None
     offsets: dict[TopicPartition, CommittedOffset] = field(default_factory=dict)
     pending_offsets: Counter = field(default_factory=Counter)  # partition → commits in flight
 
     # -- state ---------------------------------------------------------------------------------------
 
-    def transition_to(self, target: str, now_ms: int) -> None:
+    def transition_to(self, target: GroupState, now_ms: int) -> None:
         check_transition(self.group_id, self.state, target)
         self.state = target
         self.state_timestamp = now_ms
 
     def is_dead(self) -> bool:
-        return self.state == DEAD
+        return self.state == GroupState.DEAD
 
     # -- membership ------------------------------------------------------------------------------------
 
-    def add(self, member: Member, responder: Responder | None) -> None:
+    def add(self, member: Member, join_request_id: int | None) -> None:
         """Add ``member`` (GM ``add``); the first member sets the protocol type, a leaderless group gets a leader."""
         if not self.members:
             self.protocol_type = member.protocol_type
@@ -97,7 +98,7 @@ class Group:
             self.leader_id = member.member_id
         self.members[member.member_id] = member
         self.supported_protocols.update(member.protocol_names())
-        member.awaiting_join = responder
+        member.awaiting_join = join_request_id
 
     def remove(self, member_id: str) -> Member | None:
         """Drop a member, its static mapping and pending sync; pick a new leader if it led (GM ``remove``)."""
@@ -114,13 +115,13 @@ class Group:
             self.leader_id = next(iter(self.members), None)
         return member
 
-    def update_protocols(self, member: Member, protocols: Protocols, responder: Responder | None) -> None:
-        """Replace a member's protocols and parked JoinGroup responder (GM ``updateMember``)."""
+    def update_protocols(self, member: Member, protocols: Protocols, join_request_id: int | None) -> None:
+        """Replace a member's protocols and parked JoinGroup (GM ``updateMember``)."""
         self.supported_protocols.subtract(member.protocol_names())
         member.protocols = protocols
         self.supported_protocols.update(member.protocol_names())
         self.supported_protocols += Counter()
-        member.awaiting_join = responder
+        member.awaiting_join = join_request_id
 
     def replace_static_member(self, instance_id: str, old_id: str, new_id: str) -> Member:
         """Re-key the member of ``instance_id`` from ``old_id`` to ``new_id`` (GM ``replaceStaticMember``).
@@ -161,7 +162,7 @@ class Group:
 
     def supports_protocols(self, protocol_type: str, names: list[str]) -> bool:
         """§2.3 step 2 (GM ``supportsProtocols``): may a member with these protocols join?"""
-        if self.state == EMPTY:
+        if self.state == GroupState.EMPTY:
             return bool(protocol_type) and bool(names)
         size = len(self.members)
         return protocol_type == self.protocol_type and any(self.supported_protocols[name] == size for name in names)
@@ -232,12 +233,12 @@ class Group:
     def from_record(cls, group_id: str, partition: int, record: GroupMetadataValue | None, now_ms: int) -> Group:
         """A group as loaded (§9.6 step 5): Stable with members, Empty without, or a fresh Empty offsets-only group."""
         if record is None:
-            return cls(group_id, partition, EMPTY, UNKNOWN_STATE_TIMESTAMP)
+            return cls(group_id, partition, GroupState.EMPTY, UNKNOWN_STATE_TIMESTAMP)
         if not record.members:
             return cls(
                 group_id,
                 partition,
-                EMPTY,
+                GroupState.EMPTY,
                 record.current_state_timestamp,
                 # "" is how a record stores "no protocol type" (§9.3); an Empty group reads it back as none.
                 protocol_type=record.protocol_type or None,
@@ -247,7 +248,7 @@ class Group:
         group = cls(
             group_id,
             partition,
-            STABLE,
+            GroupState.STABLE,
             record.current_state_timestamp,
             protocol_type=record.protocol_type,
             protocol_name=record.protocol,

@@ -11,21 +11,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from zkcoord.model import TopicPartition
+from zkcoord.model import GroupState, TopicPartition
 from zkcoord.offsets.records import NO_EXPIRE_TIMESTAMP, GroupMetadataValue
 from zkcoord.wire.consumer_protocol import ConsumerProtocolError, decode_subscription
 
 if TYPE_CHECKING:
     from zkcoord.offsets.store import CommittedOffset
 
-EMPTY = "Empty"
-PREPARING_REBALANCE = "PreparingRebalance"
-COMPLETING_REBALANCE = "CompletingRebalance"
-STABLE = "Stable"
-DEAD = "Dead"
-GROUP_STATES = frozenset({EMPTY, PREPARING_REBALANCE, COMPLETING_REBALANCE, STABLE, DEAD})
 CONSUMER_PROTOCOL_TYPE = "consumer"
 UNKNOWN_STATE_TIMESTAMP = -1
+_STATE_NAMES = frozenset(state.value for state in GroupState)
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,15 +33,15 @@ class GroupView:
     """
 
     protocol_type: str | None
-    state: str
+    state: GroupState
     current_state_timestamp: int
     generation: int
     subscribed_topics: frozenset[str] | None
     pending: frozenset[TopicPartition] = frozenset()
 
     def __post_init__(self) -> None:
-        if self.state not in GROUP_STATES:
-            raise ValueError(f"unknown group state {self.state!r}; expected one of {sorted(GROUP_STATES)}")
+        if self.state not in _STATE_NAMES:
+            raise ValueError(f"unknown group state {self.state!r}; expected one of {sorted(_STATE_NAMES)}")
 
 
 def expired_offsets(
@@ -55,9 +50,13 @@ def expired_offsets(
     """The partitions whose offsets expire at ``now_ms`` (§7.6 cases (a)–(d)); pending ones never do."""
     # The order of the cases is Kafka's (GM removeExpiredOffsets): a group with a protocol type that is
     # Empty is case (a) even for "consumer"; "no protocol type" is case (c) in any state.
-    if view.protocol_type is not None and view.state == EMPTY:
+    if view.protocol_type is not None and view.state == GroupState.EMPTY:
         return _expired(offsets, view.pending, now_ms, retention_ms, view.current_state_timestamp, frozenset())
-    if view.protocol_type == CONSUMER_PROTOCOL_TYPE and view.subscribed_topics is not None and view.state == STABLE:
+    if (
+        view.protocol_type == CONSUMER_PROTOCOL_TYPE
+        and view.subscribed_topics is not None
+        and view.state == GroupState.STABLE
+    ):
         return _expired(offsets, view.pending, now_ms, retention_ms, UNKNOWN_STATE_TIMESTAMP, view.subscribed_topics)
     if view.protocol_type is None:
         return _expired(offsets, view.pending, now_ms, retention_ms, UNKNOWN_STATE_TIMESTAMP, frozenset())
@@ -121,7 +120,7 @@ def view_of_loaded_group(group: GroupMetadataValue | None) -> GroupView:
     if group is None:
         return GroupView(
             protocol_type=None,
-            state=EMPTY,
+            state=GroupState.EMPTY,
             current_state_timestamp=UNKNOWN_STATE_TIMESTAMP,
             generation=0,
             subscribed_topics=None,
@@ -131,10 +130,10 @@ def view_of_loaded_group(group: GroupMetadataValue | None) -> GroupView:
     # group with "" has no protocol type (§7.6 case (c)); a Stable one has "" (case (d): nothing expires).
     if group.members:
         protocol_type: str | None = group.protocol_type
-        state = STABLE
+        state = GroupState.STABLE
     else:
         protocol_type = group.protocol_type or None
-        state = EMPTY
+        state = GroupState.EMPTY
     return GroupView(
         protocol_type=protocol_type,
         state=state,

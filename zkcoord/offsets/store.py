@@ -7,7 +7,7 @@ kazoo; time is an argument.
 
 from typing import NamedTuple
 
-from zkcoord.model import TopicPartition
+from zkcoord.model import GroupState, TopicPartition
 from zkcoord.offsets.records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -17,7 +17,7 @@ from zkcoord.offsets.records import (
     RecordKey,
     RecordValue,
 )
-from zkcoord.offsets.retention import EMPTY, expired_offsets, view_of_loaded_group
+from zkcoord.offsets.retention import expired_offsets, view_of_loaded_group
 
 
 class CommittedOffset(NamedTuple):
@@ -35,6 +35,26 @@ class CommittedOffset(NamedTuple):
         """The cache entry for ``value``, written at ``log_offset``."""
         # OffsetCommitValue's fields are this tuple's first five, in order.
         return tuple.__new__(cls, (*value, log_offset))
+
+
+def apply_offset_record(
+    group_offsets: dict[TopicPartition, CommittedOffset],
+    partition: TopicPartition,
+    value: OffsetCommitValue | None,
+    log_offset: int,
+) -> None:
+    """The one rule for an offset record, replayed or just written (§7.3 step 5, §9.6 step 4): the record at
+    ``log_offset`` upserts (``value``) or deletes (None) ``partition``'s offset unless a record written later
+    is cached. Equal log offsets come from one batch, where the later record wins; a higher cached one was
+    written later (a transactional commit materialised out of log order, §7.4)."""
+    cached = group_offsets.get(partition)
+    if cached is not None and cached.log_offset > log_offset:
+        return
+    if value is None:
+        if cached is not None:
+            del group_offsets[partition]
+    else:
+        group_offsets[partition] = CommittedOffset.from_value(value, log_offset)
 
 
 class OffsetStore:
@@ -64,17 +84,14 @@ class OffsetStore:
     ) -> None:
         """:meth:`apply` for an offset commit record, given the fields of its key."""
         partition = tuple.__new__(TopicPartition, (topic, partition_index))  # NamedTuple's own __new__ is slow
-        if value is None:
-            group_offsets = self.offsets.get(group)
-            if group_offsets is not None and group_offsets.pop(partition, None) is not None and not group_offsets:
-                del self.offsets[group]
-            return
-        group_offsets = self.offsets.setdefault(group, {})
-        cached = group_offsets.get(partition)
-        # Equal log offsets come from one batch, where the later record wins; a higher one means the cached
-        # commit was written later (a transactional commit materialised out of log order, §7.3 step 5, §7.4).
-        if cached is None or cached.log_offset <= log_offset:
-            group_offsets[partition] = CommittedOffset.from_value(value, log_offset)
+        group_offsets = self.offsets.get(group)
+        if group_offsets is None:
+            if value is None:
+                return
+            group_offsets = self.offsets[group] = {}
+        apply_offset_record(group_offsets, partition, value, log_offset)
+        if not group_offsets:
+            del self.offsets[group]
 
     def offset(self, group: str, partition: TopicPartition) -> CommittedOffset | None:
         """The committed offset of ``group`` for ``partition``, if any."""
@@ -97,7 +114,7 @@ class OffsetStore:
             if group_offsets:
                 continue
             self.offsets.pop(group, None)
-            if view.state == EMPTY:
+            if view.state == GroupState.EMPTY:
                 self.groups.pop(group, None)
                 # An offsets-only group (generation 0) never had a metadata record to delete.
                 if view.generation > 0:

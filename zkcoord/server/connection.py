@@ -21,13 +21,15 @@ from gevent.event import Event
 from gevent.server import StreamServer
 
 from zkcoord.errors import ErrorCode
+from zkcoord.wire.codec import decode_request, encode_response
 from zkcoord.wire.framing import DEFAULT_MAX_REQUEST_BYTES, FrameDecoder, FrameError, encode_frame, error_frame
-from zkcoord.wire.requests import check_request, normalized
+from zkcoord.wire.messages import ErrorResponse, Message, Request, Response
+from zkcoord.wire.requests import check_request
 
 log = logging.getLogger(__name__)
 
-Respond = Callable[[dict], None]
-Dispatch = Callable[[dict, Respond], None]
+Respond = Callable[[Response], None]
+Dispatch = Callable[[Request, Respond], None]
 
 DEFAULT_MAX_CONNECTIONS = 1024
 _RECV_BYTES = 65536
@@ -38,8 +40,8 @@ _ENCODE_ERRORS = (TypeError, ValueError, OverflowError)
 _MAX_BATCHED_RESPONSES = 64
 
 
-def _server_error(message: str) -> dict:
-    return {"error_code": int(ErrorCode.UNKNOWN_SERVER_ERROR), "error_message": message}
+def _server_error(message: str) -> ErrorResponse:
+    return ErrorResponse(error_code=ErrorCode.UNKNOWN_SERVER_ERROR, error_message=message)
 
 
 class _Reply:
@@ -57,7 +59,7 @@ class _Reply:
     def answered(self) -> bool:
         return self._answered.is_set()
 
-    def __call__(self, response: dict) -> None:
+    def __call__(self, response: Response) -> None:
         if self._answered.is_set():
             log.warning("respond called more than once; later response dropped %s", self._what)
             return
@@ -74,7 +76,7 @@ class _Connection:
         self._server = server
         self._sock = sock
         self.peer = f"{peer[0]}:{peer[1]}"
-        self.client_host = peer[0]
+        self.client_host = f"/{peer[0]}"  # as DescribeGroups shows a member's host
         self._decoder = FrameDecoder(server.max_request_bytes)
         self.greenlet = gevent.getcurrent()
         # True from reading a request until its response is written: stop() lets such a connection finish.
@@ -142,13 +144,11 @@ class _Connection:
         correlation_id = message["correlation_id"]
         response = check_request(message)
         if response is None:
-            request = normalized(message)
-            request["client_host"] = self.client_host
-            response = self._dispatched(request)
+            response = self._dispatched(decode_request(message, self.client_host), message)
         return self._send(correlation_id, response)
 
-    def _dispatched(self, request: dict) -> object:
-        what = f"api={request['api']} correlation_id={request['correlation_id']} peer={self.peer}"
+    def _dispatched(self, request: Request, message: dict) -> object:
+        what = f"api={message['api']} correlation_id={message['correlation_id']} peer={self.peer}"
         reply = _Reply(what)
         try:
             self._server.dispatch(request, reply)
@@ -161,16 +161,21 @@ class _Connection:
         return reply.wait()
 
     def _encoded(self, correlation_id: int, response: object) -> bytes:
-        if type(response) is not dict:
-            log.error("dispatch responded with a %s instead of a map peer=%s", type(response).__name__, self.peer)
-            response = _server_error("the server produced an invalid response; see its log")
+        if isinstance(response, Message):
+            response = encode_response(response)
+        elif type(response) is not dict:
+            log.error("dispatch responded with a %s instead of a response peer=%s", type(response).__name__, self.peer)
+            response = encode_response(_server_error("the server produced an invalid response; see its log"))
         fields = {"correlation_id": correlation_id}
         fields.update((key, value) for key, value in response.items() if key != "correlation_id")
         try:
             return encode_frame(fields)
         except _ENCODE_ERRORS:
             log.exception("response cannot be encoded peer=%s correlation_id=%s", self.peer, correlation_id)
-            fields = {"correlation_id": correlation_id, **_server_error("the server produced an invalid response")}
+            fields = {
+                "correlation_id": correlation_id,
+                **encode_response(_server_error("the server produced an invalid response")),
+            }
             return encode_frame(fields)
 
     def _write(self, frame: bytes) -> bool:
@@ -216,9 +221,10 @@ class _Connection:
 class WireServer:
     """A TCP server of the wire protocol that hands each well-formed request to ``dispatch(request, respond)``.
 
-    ``request`` is :func:`zkcoord.wire.requests.normalized` of the request (header and schema fields, absent
-    ones None) plus ``client_host``, the peer's IP address as DescribeGroups reports it. ``dispatch`` must call
-    ``respond(response_map)`` exactly once, now or later, from this server's gevent hub; the connection sets
+    ``request`` is the typed request (:mod:`zkcoord.wire.messages`) of a frame that passed
+    :func:`~zkcoord.wire.requests.check_request`; a JoinGroup carries the peer's address as DescribeGroups
+    reports it. ``dispatch`` must call ``respond(response)`` exactly once, now or later, from this server's
+    gevent hub, with a typed response (or a plain map, written as it is); the connection sets
     ``correlation_id``. Until then the connection's later requests wait. An exception from ``dispatch`` is
     logged and, if it had not responded, answered -1 UNKNOWN_SERVER_ERROR.
 

@@ -14,11 +14,12 @@ from typing import TYPE_CHECKING
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from zkcoord.group.state import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE
+from zkcoord.errors import ErrorCode
+from zkcoord.model import GroupState
 from zkcoord.offsets.records import OffsetCommitKey
 
 if TYPE_CHECKING:
-    from zkcoord.group.coordinator import AppendRequest
+    from zkcoord.group.effects import Append
     from zkcoord.server.node import CoordinatorNode
 
 RATE_WINDOW_SECONDS = 30.0
@@ -42,7 +43,7 @@ class NodeMetrics:
     def on_request(self, api: str) -> None:
         self.requests[api] = self.requests.get(api, 0) + 1
 
-    def on_append(self, append: AppendRequest, error: str | None) -> None:
+    def on_append(self, append: Append, error: ErrorCode | None) -> None:
         if error is not None:
             self.append_errors += 1
             return
@@ -69,7 +70,7 @@ class NodeMetrics:
         """The figures ``coordinator status`` and tests read."""
         coordinator = self._node.coordinator
         return {
-            "groups": {state: 0 for state in (EMPTY, PREPARING_REBALANCE, COMPLETING_REBALANCE, STABLE, DEAD)}
+            "groups": {state.value: 0 for state in GroupState}
             | dict(Counter(group.state for group in coordinator.groups.values())),
             "offsets": sum(len(group.offsets) for group in coordinator.groups.values()),
             "owned_partitions": sorted(coordinator.owned),

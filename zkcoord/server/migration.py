@@ -8,7 +8,7 @@ OffsetFetch's MAX answer and JoinGroup's single-protocol check. :func:`max_fetch
 :func:`join_refusal_message` are the pure halves of those two.
 
 IO: gevent and the node's gevent kazoo client. Must not import the group state machine, the wire server or
-the log: the node hands in plain requests and responses and decides where the state machine is entered.
+the log: :mod:`zkcoord.server.steps` hands in typed requests and responses around the coordinator runtime.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 import gevent
+import msgspec
 from gevent.event import Event
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
@@ -27,6 +28,14 @@ from kazoo.exceptions import KazooException, NoNodeError
 from zkcoord.errors import ZkcoordError
 from zkcoord.migration.phases import MAX, RULES, MigrationState, Phase
 from zkcoord.migration.store import watch_state
+from zkcoord.wire.messages import (
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchRequestTopic,
+    OffsetFetchResponse,
+    OffsetFetchResponsePartition,
+    OffsetFetchResponseTopic,
+)
 from zkcoord.zk import layout
 from zkcoord.zk.layout import ZnodeDecodeError
 from zkcoord.zk.offsets import Partition, read_group_offsets, write_offsets_if_greater
@@ -253,7 +262,9 @@ class GroupMigrations:
             except NoNodeError:
                 return []
 
-    def fetch_response(self, group: str | None, topics: list[dict] | None, response: dict) -> dict:
+    def fetch_response(
+        self, group: str | None, topics: tuple[OffsetFetchRequestTopic, ...] | None, response: OffsetFetchResponse
+    ) -> OffsetFetchResponse:
         """OffsetFetch's answer given the log's ``response``: in a MAX phase, with ZooKeeper's larger offsets.
 
         Blocks on ZooKeeper (bounded); raises :class:`ZooKeeperUnavailableError`.
@@ -261,7 +272,7 @@ class GroupMigrations:
         phase = self.phase(group)
         if phase is None or RULES[phase].coordinator_fetch != MAX:
             return response
-        asked = None if topics is None else [(t["name"], p) for t in topics for p in t["partition_indexes"] or []]
+        asked = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
         return max_fetch_response(response, self.zookeeper_offsets(group, asked), topics is None)
 
     def join_refusal(self, group: str) -> str | None:
@@ -411,50 +422,46 @@ class GroupMigrations:
 # ---- the pure halves of the requests that involve ZooKeeper -------------------------------------------------
 
 
-def accepted_offsets(request: dict, response: dict) -> dict[Partition, int]:
+def accepted_offsets(request: OffsetCommitRequest, response: OffsetCommitResponse) -> dict[Partition, int]:
     """The partitions of an OffsetCommit answered error_code 0, with the offsets committed (last one wins)."""
     accepted = {}
-    for topic, answered in zip(request["topics"] or [], response.get("topics") or [], strict=False):
-        for partition, result in zip(topic["partitions"] or [], answered["partitions"], strict=False):
-            if result["error_code"] == 0:
-                accepted[(topic["name"], partition["partition_index"])] = partition["committed_offset"]
+    for topic, answered in zip(request.topics, response.topics, strict=False):
+        for partition, result in zip(topic.partitions, answered.partitions, strict=False):
+            if result.error_code == 0:
+                accepted[(topic.name, partition.partition_index)] = partition.committed_offset
     return accepted
 
 
-def max_fetch_response(response: dict, zookeeper: Mapping[Partition, int], every_partition: bool) -> dict:
+def max_fetch_response(
+    response: OffsetFetchResponse, zookeeper: Mapping[Partition, int], every_partition: bool
+) -> OffsetFetchResponse:
     """OffsetFetch's answer in a MAX phase: each partition's larger offset of the log's answer and ZooKeeper's.
 
     Metadata stays the log's ("" where the log has none). ``every_partition`` (the request's ``topics`` was
     nil): every partition either store has, sorted by topic and partition, as the log-only answer is.
     """
-    entries = {
-        (topic["name"], entry["partition_index"]): dict(entry)
-        for topic in response["topics"]
-        for entry in topic["partitions"]
-    }
+    entries = {(topic.name, entry.partition_index): entry for topic in response.topics for entry in topic.partitions}
     if every_partition:
         for topic, partition in zookeeper:
             entries.setdefault(
                 (topic, partition),
-                {"partition_index": partition, "committed_offset": -1, "metadata": "", "error_code": 0},
+                OffsetFetchResponsePartition(partition_index=partition, committed_offset=-1, metadata="", error_code=0),
             )
     for key, entry in entries.items():
-        if key in zookeeper and zookeeper[key] > entry["committed_offset"]:
-            entry["committed_offset"] = zookeeper[key]
+        if key in zookeeper and zookeeper[key] > entry.committed_offset:
+            entries[key] = msgspec.structs.replace(entry, committed_offset=zookeeper[key])
     if every_partition:
-        by_topic: dict[str, list[dict]] = {}
+        by_topic: dict[str, list[OffsetFetchResponsePartition]] = {}
         for (topic, _), entry in sorted(entries.items()):
             by_topic.setdefault(topic, []).append(entry)
-        topics = [{"name": name, "partitions": partitions} for name, partitions in by_topic.items()]
+        pairs = by_topic.items()
     else:
-        topics = [
-            {
-                "name": topic["name"],
-                "partitions": [entries[(topic["name"], entry["partition_index"])] for entry in topic["partitions"]],
-            }
-            for topic in response["topics"]
-        ]
-    return {**response, "topics": topics}
+        pairs = (
+            (topic.name, [entries[(topic.name, entry.partition_index)] for entry in topic.partitions])
+            for topic in response.topics
+        )
+    topics = tuple(OffsetFetchResponseTopic(name=name, partitions=tuple(partitions)) for name, partitions in pairs)
+    return msgspec.structs.replace(response, topics=topics)
 
 
 def join_refusal_message(group: str, legacy_ids: list[str], phase: Phase | None) -> str | None:

@@ -10,20 +10,27 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from zkcoord.config import build_config
-from zkcoord.group.config import CoordinatorConfig
-from zkcoord.group.coordinator import AppendRequest, GroupCoordinator
-from zkcoord.group.model import Group, Member
-from zkcoord.model import TopicPartition
-from zkcoord.offsets.records import RecordKey, RecordValue, decode_key, decode_value, encode_record
-from zkcoord.offsets.store import CommittedOffset, OffsetStore
-from zkcoord.wire.requests import check_request, metadata_response, normalized, supported_api_versions
+import msgpack
 
-HARNESS_NODE = {"node_id": 0, "host": "127.0.0.1", "port": 0}
+from zkcoord.clock import ManualClock
+from zkcoord.config import build_config
+from zkcoord.errors import ErrorCode
+from zkcoord.group.config import CoordinatorConfig
+from zkcoord.group.coordinator import GroupCoordinator
+from zkcoord.group.model import Group, Member
+from zkcoord.model import GroupState, TopicPartition
+from zkcoord.offsets.records import RecordKey, RecordValue
+from zkcoord.offsets.store import CommittedOffset
+from zkcoord.runtime import CoordinatorRuntime, MemoryLog
+from zkcoord.wire.codec import decode_request, encode_response
+from zkcoord.wire.messages import MetadataResponseBroker, Response
+from zkcoord.wire.requests import check_request
+
+HARNESS_NODE = MetadataResponseBroker(node_id=0, host="127.0.0.1", port=0)
+HARNESS_CLIENT_HOST = "/127.0.0.1"
 
 
 class RequestHandle:
@@ -80,7 +87,7 @@ class GroupSnapshot:
     """A copy of one group's state, for assertions."""
 
     group_id: str
-    state: str
+    state: GroupState
     state_timestamp: int
     generation: int
     protocol_type: str | None
@@ -112,22 +119,46 @@ class GroupSnapshot:
         )
 
 
+class _OneNodeCluster:
+    """The harness's cluster: one node, coordinator of the partitions its coordinator owns."""
+
+    def __init__(self, coordinator: GroupCoordinator):
+        self._coordinator = coordinator
+
+    def brokers(self) -> list[MetadataResponseBroker]:
+        return [HARNESS_NODE]
+
+    def coordinator(self, partition: int) -> MetadataResponseBroker | None:
+        return HARNESS_NODE if partition in self._coordinator.owned else None
+
+
+def _error_code(error_name: str) -> ErrorCode:
+    """Kafka's error of that name; a name zkcoord does not know is an unknown server error, as Kafka maps it."""
+    return ErrorCode.__members__.get(error_name, ErrorCode.UNKNOWN_SERVER_ERROR)
+
+
+def _as_read(response: Response) -> dict:
+    """The response map as a client reads it off the wire (arrays as lists)."""
+    return msgpack.unpackb(msgpack.packb(encode_response(response), use_bin_type=True), raw=False)
+
+
 class CoordinatorHarness:
-    """A :class:`GroupCoordinator` driven by a virtual clock, with one in-memory log per offsets partition."""
+    """A :class:`GroupCoordinator` in the coordinator runtime, on a virtual clock and an in-memory log."""
 
     def __init__(self, config: Mapping[str, object], owned_partitions: Iterable[int], seed: int = 0):
         self.config = build_config(CoordinatorConfig, dict(config))
-        self.now = 0
+        self._clock = ManualClock(0)
         self._random = random.Random(seed)
         self.coordinator = GroupCoordinator(self.config, self.now, new_member_id=self._member_id)
-        self._logs: dict[int, list[tuple[int, list[tuple[bytes, bytes | None]]]]] = {}
-        self._next_offset: dict[int, int] = {}
-        self._failure: str | None = None
-        self._holding = False
-        self._held: deque[AppendRequest] = deque()
-        self._correlation = 0
+        self.log = MemoryLog()
+        self.runtime = CoordinatorRuntime(self.coordinator, self.log, _OneNodeCluster(self.coordinator), self._clock)
         for partition in owned_partitions:
-            self.coordinator.load_partition(partition, OffsetStore(), self.now)
+            self.runtime.load(partition)
+
+    @property
+    def now(self) -> int:
+        """The virtual clock, in ms."""
+        return self._clock.now_ms()
 
     def _member_id(self, prefix: str) -> str:
         return f"{prefix}-{uuid.UUID(int=self._random.getrandbits(128), version=4)}"
@@ -142,122 +173,58 @@ class CoordinatorHarness:
         if error is not None:
             handle.complete(error)
             return handle
-        request = normalized(request)
-        api = request["api"]
-        if self.coordinator.handles(api):
-            self.coordinator.handle(request, handle.complete, self.now)
-            self._run_appends()
-        else:
-            handle.complete(self._cluster_response(request))
+        typed = decode_request(request, HARNESS_CLIENT_HOST)
+        self.runtime.submit(typed, lambda response: handle.complete(_as_read(response)))
         return handle
-
-    def _cluster_response(self, request: dict) -> dict:
-        """ApiVersions, FindCoordinator and Metadata as a one-node cluster would answer them."""
-        api = request["api"]
-        if api == "ApiVersions":
-            return {"error_code": 0, "apis": supported_api_versions()}
-        if api == "FindCoordinator":
-            key = request["key"] or ""
-            if self.coordinator.partition_for(key) in self.coordinator.owned:
-                return {"error_code": 0, **HARNESS_NODE}
-            return {"error_code": 15, "node_id": -1, "host": "", "port": -1}
-        return metadata_response([HARNESS_NODE], self.coordinator.topics or {}, request["topics"])
 
     def advance(self, ms: int) -> None:
         """Move the clock by ``ms``, then fire every timer with ``now > deadline``, earliest first."""
         if ms < 0:
             raise ValueError("the virtual clock does not go back")
-        self.now += ms
-        while (action := self.coordinator.timers.pop_due(self.now)) is not None:
-            action(self.now)
-            self._run_appends()
+        self._clock.advance(ms)
+        self.runtime.fire_due(self.now)
 
     # -- the in-memory log --------------------------------------------------------------------------------
 
-    def _run_appends(self) -> None:
-        while appends := self.coordinator.take_appends():
-            for append in appends:
-                if self._holding:
-                    self._held.append(append)
-                elif self._failure is not None:
-                    append.on_complete(self._failure, -1, self.now)
-                else:
-                    self._complete(append)
-
-    def _complete(self, append: AppendRequest) -> None:
-        base_offset = self._write(append.partition, append.records)
-        append.on_complete(None, base_offset, self.now)
-
-    def _write(self, partition: int, records: Iterable[tuple[RecordKey, RecordValue | None]]) -> int:
-        encoded = [encode_record(key, value) for key, value in records]
-        base_offset = self._next_offset.get(partition, 0)
-        self._logs.setdefault(partition, []).append((base_offset, encoded))
-        self._next_offset[partition] = base_offset + len(encoded)
-        return base_offset
-
     def fail_appends(self, error_name: str | None) -> None:
         """Make later appends fail with Kafka error ``error_name`` (e.g. "MESSAGE_TOO_LARGE"); None to stop."""
-        self._failure = error_name
+        self.log.failure = None if error_name is None else _error_code(error_name)
 
     def hold_appends(self) -> None:
         """Keep later appends in flight until :meth:`complete_held_append` or :meth:`release_appends`."""
-        self._holding = True
+        self.log.holding = True
 
     @property
     def held_appends(self) -> int:
-        return len(self._held)
+        return len(self.log.held)
 
     def complete_held_append(self, error_name: str | None = None) -> None:
         """Complete the oldest held append: written, or failed with ``error_name``."""
-        append = self._held.popleft()
-        if error_name is None:
-            self._complete(append)
-        else:
-            append.on_complete(error_name, -1, self.now)
-        holding, self._holding = self._holding, False
-        try:
-            self._run_appends()
-        finally:
-            self._holding = holding
+        self.log.complete_held(None if error_name is None else _error_code(error_name))
 
     def release_appends(self) -> None:
         """Stop holding appends and complete every held one successfully."""
-        self._holding = False
-        while self._held:
-            self._complete(self._held.popleft())
-            self._run_appends()
+        self.log.release()
 
     def append_records(self, partition: int, records: Iterable[tuple[RecordKey, RecordValue | None]]) -> int:
         """Append records straight to ``partition``'s log as one batch (for load tests); returns its base offset."""
-        return self._write(partition, records)
+        return self.log.write(partition, records)
 
     def records(self, partition: int) -> list[tuple[RecordKey, RecordValue | None]]:
         """Every record appended to ``partition``, decoded, in log order."""
-        decoded = []
-        for base_offset, batch in self._logs.get(partition, []):
-            for delta, (key_bytes, value_bytes) in enumerate(batch):
-                key = decode_key(key_bytes, base_offset + delta)
-                decoded.append((key, decode_value(key, value_bytes, base_offset + delta)))
-        return decoded
+        return self.log.records(partition)
 
     # -- partitions -----------------------------------------------------------------------------------------
 
     def load(self, partition: int) -> None:
         """Rebuild ``partition`` by replaying its log (§9.6); it is owned afterwards."""
-        store = OffsetStore()
-        for base_offset, batch in self._logs.get(partition, []):
-            for delta, (key_bytes, value_bytes) in enumerate(batch):
-                key = decode_key(key_bytes, base_offset + delta)
-                # The cache keeps the batch's base offset (§7.3 step 5), as a live commit does.
-                store.apply(key, decode_value(key, value_bytes, base_offset + delta), base_offset)
-        self.coordinator.load_partition(partition, store, self.now)
-        self._run_appends()
+        self.runtime.load(partition)
 
     def unload(self, partition: int) -> None:
-        self.coordinator.unload_partition(partition)
+        self.runtime.unload(partition)
 
     def start_loading(self, partition: int) -> None:
-        self.coordinator.begin_loading(partition)
+        self.runtime.begin_loading(partition)
 
     # -- inspection and other hooks -----------------------------------------------------------------------------
 
@@ -267,12 +234,8 @@ class CoordinatorHarness:
 
     def expire_offsets(self) -> int:
         """Run one offset-expiry pass now; returns how many offsets expired."""
-        expired = self.coordinator.expire_offsets(self.now)
-        self._run_appends()
-        return expired
+        return self.runtime.enter(self.coordinator.expire_offsets)
 
     def set_topics(self, topics: Mapping[str, int] | None) -> list[str]:
         """Set the cluster's topics (name → partition count; None = every topic exists); returns rebalanced groups."""
-        rebalanced = self.coordinator.set_topics(topics, self.now)
-        self._run_appends()
-        return rebalanced
+        return self.runtime.enter(lambda now: self.coordinator.set_topics(topics, now))

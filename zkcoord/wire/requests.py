@@ -171,23 +171,6 @@ def supported_api_versions() -> list[dict]:
     return [{"api": api, "min_version": low, "max_version": high} for api, (low, high) in SUPPORTED_APIS.items()]
 
 
-def metadata_response(nodes: list[dict], topics: Mapping[str, int], requested: list[str] | None) -> dict:
-    """Metadata's answer (wire-protocol §3): ``nodes`` as given, each requested topic (nil: all) with its
-    partitions, and 3 UNKNOWN_TOPIC_OR_PARTITION for a topic not in ``topics`` (name → partition count)."""
-    names = sorted(topics) if requested is None else requested
-    return {
-        "nodes": nodes,
-        "topics": [
-            {
-                "name": name,
-                "error_code": 0 if name in topics else int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
-                "partitions": [{"partition_index": index, "error_code": 0} for index in range(topics.get(name, 0))],
-            }
-            for name in names
-        ],
-    }
-
-
 # ---- checking ------------------------------------------------------------------------------------------
 
 
