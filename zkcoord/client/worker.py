@@ -10,22 +10,20 @@ IO: gevent sockets, kazoo (only to discover nodes from ZooKeeper). Everything he
 """
 
 import collections
-import itertools
 import logging
 from collections.abc import Callable
 from typing import Any
 
 import gevent
 import gevent.event
-import msgpack
 from gevent import socket
 
 from zkcoord.client.bootstrap import Address, discover_nodes, parse_bootstrap_servers
 from zkcoord.client.config import ConsumerConfig
 from zkcoord.errors import ZkcoordError
 from zkcoord.membership import Completed, GroupMember, Send
-from zkcoord.membership.member import ANY_NODE
-from zkcoord.wire.framing import encode_frame
+from zkcoord.membership.effects import ANY_NODE
+from zkcoord.wire.connection import ClientConnection, ProtocolError
 from zkcoord.zk.session import HubThread, make_kazoo_client
 
 log = logging.getLogger(__name__)
@@ -47,17 +45,15 @@ class _Connection:
         self.address: Address | None = None
         self._socket: socket.socket | None = None
         self._outbox: list[bytes] = []
-        self._pending: collections.deque = collections.deque()  # (correlation_id, tag, deadline_ms)
+        self._protocol = ClientConnection(worker.client_id)
+        self._deadlines: collections.deque[int] = collections.deque()  # of the requests waiting, oldest first
         self._connecting: gevent.Greenlet | None = None
         self._reader: gevent.Greenlet | None = None
-        self._correlation = itertools.count(1)
         self.closed = False
 
     def send(self, api: str, fields: dict, tag: tuple, timeout_ms: int, now_ms: int) -> None:
-        correlation_id = next(self._correlation)
-        header = {"api": api, "api_version": 0, "correlation_id": correlation_id, "client_id": self._worker.client_id}
-        self._pending.append((correlation_id, tag, now_ms + timeout_ms))
-        frame = encode_frame({**header, **fields})
+        frame = self._protocol.request(api, fields, tag)
+        self._deadlines.append(now_ms + timeout_ms)
         if self._socket is None:
             self._outbox.append(frame)
             if self._connecting is None:
@@ -69,10 +65,10 @@ class _Connection:
             self.close(f"send failed: {error}")
 
     def overdue(self, now_ms: int) -> bool:
-        return bool(self._pending) and self._pending[0][2] < now_ms
+        return bool(self._deadlines) and self._deadlines[0] < now_ms
 
     def next_deadline_ms(self) -> int | None:
-        return self._pending[0][2] if self._pending else None
+        return self._deadlines[0] if self._deadlines else None
 
     def _connect(self) -> None:
         try:
@@ -90,35 +86,20 @@ class _Connection:
         self._reader = gevent.spawn(self._read)
 
     def _read(self) -> None:
-        unpacker = msgpack.Unpacker(raw=False)
-        buffer = bytearray()
         try:
             while True:
                 data = self._socket.recv(RECEIVE_BYTES)
                 if not data:
                     self.close("closed by the node")
                     return
-                buffer += data
-                while len(buffer) >= 4:
-                    length = int.from_bytes(buffer[:4], "big")
-                    if len(buffer) < 4 + length:
-                        break
-                    unpacker.feed(bytes(buffer[4 : 4 + length]))
-                    del buffer[: 4 + length]
-                    self._answer(unpacker.unpack())
-        except (OSError, ValueError, msgpack.UnpackException) as error:
+                self._protocol.feed(data)
+                while (answered := self._protocol.next_response()) is not None:
+                    self._deadlines.popleft()
+                    self._worker.answer(*answered)
+        except OSError as error:
             self.close(f"read failed: {error}")
-
-    def _answer(self, response: Any) -> None:
-        if not self._pending:
-            self.close("an answer nobody asked for")
-            return
-        correlation_id, tag, _ = self._pending.popleft()
-        if not isinstance(response, dict) or response.get("correlation_id") != correlation_id:
-            self.close(f"expected correlation id {correlation_id}")
-            self._worker.answer(tag, None)
-            return
-        self._worker.answer(tag, response)
+        except ProtocolError as error:
+            self.close(str(error))
 
     def close(self, reason: str) -> None:
         if self.closed:
@@ -129,9 +110,10 @@ class _Connection:
         if self._reader is not None and self._reader is not gevent.getcurrent():
             self._reader.kill(block=False)
         log.debug("connection %s %s closed: %s", self.name, self.address, reason)
-        pending, self._pending = list(self._pending), collections.deque()
+        pending = self._protocol.abandon()
+        self._deadlines.clear()
         self._worker.connection_closed(self, reason)
-        for _, tag, _ in pending:
+        for tag in pending:
             self._worker.answer(tag, None)
 
 

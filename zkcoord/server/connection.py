@@ -1,7 +1,8 @@
 """Serving the wire protocol over TCP (wire-protocol.md §1, §2): one greenlet per connection, requests in order.
 
-Owns the listening socket and the client sockets. A connection feeds what it reads into a FrameDecoder,
-answers bad frames (error frame, then close) and malformed requests (35/42, connection stays open) itself,
+Owns the listening socket and the client sockets. A connection feeds what it reads into a
+:class:`~zkcoord.wire.connection.ServerConnection` (bounded frames, in-order answers), answers bad frames
+(error frame, then close) and malformed requests (35/42, connection stays open) itself,
 and hands each well-formed request to ``dispatch``, which answers through ``respond`` now or later. As in
 Kafka's network layer, a connection neither reads nor dispatches its next request until the previous one has
 been answered: responses come back in request order, and a client that pipelines faster than it is served gets
@@ -22,7 +23,8 @@ from gevent.server import StreamServer
 
 from zkcoord.errors import ErrorCode
 from zkcoord.wire.codec import decode_request, encode_response
-from zkcoord.wire.framing import DEFAULT_MAX_REQUEST_BYTES, FrameDecoder, FrameError, encode_frame, error_frame
+from zkcoord.wire.connection import ServerConnection
+from zkcoord.wire.framing import DEFAULT_MAX_REQUEST_BYTES, FrameError
 from zkcoord.wire.messages import ErrorResponse, Message, Request, Response
 from zkcoord.wire.requests import check_request
 
@@ -77,7 +79,7 @@ class _Connection:
         self._sock = sock
         self.peer = f"{peer[0]}:{peer[1]}"
         self.client_host = f"/{peer[0]}"  # as DescribeGroups shows a member's host
-        self._decoder = FrameDecoder(server.max_request_bytes)
+        self._protocol = ServerConnection(server.max_request_bytes)
         self.greenlet = gevent.getcurrent()
         # True from reading a request until its response is written: stop() lets such a connection finish.
         self.busy = False
@@ -89,7 +91,7 @@ class _Connection:
     def serve(self) -> None:
         while not self.draining:
             try:
-                message = self._decoder.next_message()
+                message = self._protocol.next_request()
             except FrameError as error:
                 self._answer_frame_error(error)
                 return
@@ -135,7 +137,7 @@ class _Connection:
             return False
         if not data:
             return False
-        self._decoder.feed(data)
+        self._protocol.feed(data)
         return True
 
     def _handle(self, message: dict) -> bool:
@@ -166,17 +168,13 @@ class _Connection:
         elif type(response) is not dict:
             log.error("dispatch responded with a %s instead of a response peer=%s", type(response).__name__, self.peer)
             response = encode_response(_server_error("the server produced an invalid response; see its log"))
-        fields = {"correlation_id": correlation_id}
-        fields.update((key, value) for key, value in response.items() if key != "correlation_id")
         try:
-            return encode_frame(fields)
+            return self._protocol.respond(correlation_id, response)
         except _ENCODE_ERRORS:
             log.exception("response cannot be encoded peer=%s correlation_id=%s", self.peer, correlation_id)
-            fields = {
-                "correlation_id": correlation_id,
-                **encode_response(_server_error("the server produced an invalid response")),
-            }
-            return encode_frame(fields)
+            return self._protocol.respond(
+                correlation_id, encode_response(_server_error("the server produced an invalid response"))
+            )
 
     def _write(self, frame: bytes) -> bool:
         written = False
@@ -206,7 +204,7 @@ class _Connection:
     def _answer_frame_error(self, error: FrameError) -> None:
         self._server.frame_errors_total += 1
         log.info("bad frame, closing peer=%s correlation_id=%s error=%s", self.peer, error.correlation_id, error)
-        self._out.append(encode_frame(error_frame(error)))  # after the answers to the requests before it
+        self._out.append(self._protocol.error(error))  # after the answers to the requests before it
         if not self._flush():
             return
         try:
@@ -241,7 +239,7 @@ class WireServer:
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         send_timeout_seconds: float = 30.0,
     ):
-        FrameDecoder(max_request_bytes)  # refuses a bad limit now rather than at the first connection
+        ServerConnection(max_request_bytes)  # refuses a bad limit now rather than at the first connection
         if type(max_connections) is not int or max_connections < 1:
             raise ValueError(f"max_connections must be a positive int, got {max_connections!r}")
         self.dispatch = dispatch

@@ -1,21 +1,21 @@
-"""A small blocking client of the wire protocol, for tools (``coordinator status``) and benchmarks.
+"""A small blocking client of the wire protocol, for tools (``coordinator status``), channels and benchmarks.
 
-IO: plain sockets; under gevent's monkey-patching they cooperate like any other socket.
+The protocol's side is a :class:`~zkcoord.wire.connection.ClientConnection`: responses are bounded and must
+answer the requests in order. IO: plain sockets; under gevent's monkey-patching they cooperate like any other.
 """
 
 from __future__ import annotations
 
-import itertools
 import socket
 
-import msgpack
-
 from zkcoord.errors import ZkcoordError
-from zkcoord.wire.framing import encode_frame
+from zkcoord.wire.connection import ClientConnection, ProtocolError
+
+RECEIVE_BYTES = 65536
 
 
 class WireClientError(ZkcoordError):
-    """The coordinator closed the connection or did not answer in time."""
+    """The coordinator closed the connection, broke the protocol or did not answer in time."""
 
 
 class WireConnection:
@@ -33,35 +33,29 @@ class WireConnection:
         self.client_id = client_id
         self._socket = create_connection(self.address, timeout=timeout)
         self._socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._buffer = bytearray()
-        self._correlation = itertools.count(1)
+        self._protocol = ClientConnection(client_id)
 
-    def send(self, api: str, **fields) -> int:
-        correlation_id = next(self._correlation)
-        request = {"api": api, "api_version": 0, "correlation_id": correlation_id, "client_id": self.client_id}
-        self._socket.sendall(encode_frame({**request, **fields}))
-        return correlation_id
+    def send(self, api: str, **fields) -> None:
+        """Send a request without waiting; :meth:`receive` gives the answers in the order they were sent."""
+        self._socket.sendall(self._protocol.request(api, fields))
 
     def receive(self) -> dict:
-        """The next response frame."""
+        """The response to the oldest request not yet received."""
         while True:
-            if len(self._buffer) >= 4:
-                length = int.from_bytes(self._buffer[:4], "big")
-                if len(self._buffer) >= 4 + length:
-                    body = bytes(self._buffer[4 : 4 + length])
-                    del self._buffer[: 4 + length]
-                    return msgpack.unpackb(body, raw=False)
-            data = self._socket.recv(65536)
+            try:
+                answered = self._protocol.next_response()
+            except ProtocolError as error:
+                raise WireClientError(f"{self.address[0]}:{self.address[1]}: {error}") from None
+            if answered is not None:
+                return answered[1]
+            data = self._socket.recv(RECEIVE_BYTES)
             if not data:
                 raise WireClientError(f"{self.address[0]}:{self.address[1]} closed the connection")
-            self._buffer += data
+            self._protocol.feed(data)
 
     def call(self, api: str, **fields) -> dict:
-        correlation_id = self.send(api, **fields)
-        response = self.receive()
-        if response.get("correlation_id") != correlation_id:
-            raise WireClientError(f"expected correlation id {correlation_id}, got {response.get('correlation_id')}")
-        return response
+        self.send(api, **fields)
+        return self.receive()
 
     def close(self) -> None:
         self._socket.close()

@@ -4,6 +4,7 @@ Sans-IO in the style of h11: bytes go in through :meth:`FrameDecoder.feed`, requ
 :meth:`FrameDecoder.next_message`. Whatever bytes it is fed, the decoder either returns maps whose header is
 valid or raises :class:`FrameError`, after which it is dead: the connection answers :func:`error_frame` and
 closes. What a request's body must hold is zkcoord.wire.requests' business, not this module's.
+:class:`ResponseDecoder` is the client's side of the same: bounded response frames with a correlation id.
 
 Pure: imports only msgpack and zkcoord.errors; no IO, no gevent.
 """
@@ -15,6 +16,8 @@ import msgpack
 from zkcoord.errors import ErrorCode, ZkcoordError
 
 DEFAULT_MAX_REQUEST_BYTES = 1048576
+# A response lists what the coordinator holds (every group, a big group's members): far more than a request.
+DEFAULT_MAX_RESPONSE_BYTES = 64 * 1048576
 
 _LENGTH = struct.Struct(">I")
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
@@ -51,7 +54,7 @@ class _TooManyMaps(Exception):
     pass
 
 
-def _unpack(body: bytes) -> object:
+def _unpack(body: bytes, use_list: bool) -> object:
     maps_left = max(1, len(body) // _MIN_BYTES_PER_MAP)
 
     def count_map(value: dict) -> dict:
@@ -62,12 +65,12 @@ def _unpack(body: bytes) -> object:
         return value
 
     try:
-        # Arrays come back as tuples: an empty tuple is a shared singleton, so a frame of empty arrays costs
-        # nothing. Non-str map keys are allowed because unknown keys are to be ignored, not refused.
+        # Requests' arrays come back as tuples: an empty tuple is a shared singleton, so a frame of empty arrays
+        # costs nothing. Non-str map keys are allowed because unknown keys are to be ignored, not refused.
         return msgpack.unpackb(
             body,
             raw=False,
-            use_list=False,
+            use_list=use_list,
             strict_map_key=False,
             object_hook=count_map,
             max_str_len=len(body),
@@ -102,11 +105,25 @@ def _checked_header(message: object) -> dict:
     return message
 
 
+def _checked_response_header(message: object) -> dict:
+    if type(message) is not dict:
+        raise FrameError(f"frame is not a MessagePack map, got {_describe(message)}")
+    if not _is_int32(message.get("correlation_id")):
+        raise FrameError(
+            f"header field 'correlation_id' must be an int32, got {_describe(message.get('correlation_id'))}"
+        )
+    return message
+
+
 class FrameDecoder:
     """Turns the bytes of one connection into request maps with a valid header, one frame at a time.
 
     The length prefix is checked as soon as its 4 bytes are in, before the body is waited for or decoded.
     """
+
+    _limit_name = "max.request.bytes"
+    _use_list = False
+    _checked = staticmethod(_checked_header)
 
     def __init__(self, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES):
         if type(max_request_bytes) is not int or not 1 <= max_request_bytes <= 2**32 - 1:
@@ -148,13 +165,24 @@ class FrameDecoder:
         if length == 0:
             raise FrameError("frame length 0 is not allowed")
         if length > self.max_request_bytes:
-            raise FrameError(f"frame length {length} exceeds max.request.bytes {self.max_request_bytes}")
+            raise FrameError(f"frame length {length} exceeds {self._limit_name} {self.max_request_bytes}")
         end = _LENGTH.size + length
         if len(self._buffer) < end:
             return None
         body = bytes(self._buffer[_LENGTH.size : end])
         del self._buffer[:end]
-        return _checked_header(_unpack(body))
+        return self._checked(_unpack(body, self._use_list))
+
+
+class ResponseDecoder(FrameDecoder):
+    """A client's decoder: response maps (arrays as lists) with an int32 correlation id, frames bounded too."""
+
+    _limit_name = "the response limit"
+    _use_list = True
+    _checked = staticmethod(_checked_response_header)
+
+    def __init__(self, max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES):
+        super().__init__(max_response_bytes)
 
 
 def encode_frame(message: dict) -> bytes:
