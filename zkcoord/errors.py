@@ -144,20 +144,121 @@ class WakeupError(ZkcoordError):
     """``wakeup()`` interrupted a blocking consumer call (Java's WakeupException)."""
 
 
-class CoordinatorResponseError(ZkcoordError):
-    """The coordinator answered a request with an error code; ``error_code`` is Kafka's number."""
+def error_name(code: int) -> str:
+    """Kafka's name of error ``code`` (``"REBALANCE_IN_PROGRESS"``), or ``"error <code>"`` for an unknown one."""
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return f"error {code}"
 
-    def __init__(self, error_code: int, message: str = ""):
-        self.error_code = error_code
-        try:
-            name = ErrorCode(error_code).name
-        except ValueError:
-            name = f"error {error_code}"
-        super().__init__(f"{name}: {message}" if message else name)
+
+# Kafka's own message for each code (org.apache.kafka.common.protocol.Errors), for an answer that has none.
+KAFKA_MESSAGES: dict[ErrorCode, str] = {
+    ErrorCode.UNKNOWN_SERVER_ERROR: "The server experienced an unexpected error when processing the request.",
+    ErrorCode.CORRUPT_MESSAGE: "This message has failed its CRC checksum, exceeds the valid size, has a null key "
+    "for a compacted topic, or is otherwise corrupt.",
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "This server does not host this topic-partition.",
+    ErrorCode.INVALID_FETCH_SIZE: "The requested fetch size is invalid.",
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: "For requests intended only for the leader, this error indicates that the "
+    "broker is not the current leader.",
+    ErrorCode.REQUEST_TIMED_OUT: "The request timed out.",
+    ErrorCode.MESSAGE_TOO_LARGE: "The request included a message larger than the max message size the server will "
+    "accept.",
+    ErrorCode.OFFSET_METADATA_TOO_LARGE: "The metadata field of the offset request was too large.",
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: "The coordinator is loading and hence can't process requests.",
+    ErrorCode.COORDINATOR_NOT_AVAILABLE: "The coordinator is not available.",
+    ErrorCode.NOT_COORDINATOR: "This is not the correct coordinator.",
+    ErrorCode.RECORD_LIST_TOO_LARGE: "The request included message batch larger than the configured segment size "
+    "on the server.",
+    ErrorCode.NOT_ENOUGH_REPLICAS: "Messages are rejected since there are fewer in-sync replicas than required.",
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: "Messages are written to the log, but to fewer in-sync replicas "
+    "than required.",
+    ErrorCode.ILLEGAL_GENERATION: "Specified group generation id is not valid.",
+    ErrorCode.INCONSISTENT_GROUP_PROTOCOL: "The group member's supported protocols are incompatible with those of "
+    "existing members or first group member tried to join with empty protocol type or empty protocol list.",
+    ErrorCode.INVALID_GROUP_ID: "The configured groupId is invalid.",
+    ErrorCode.UNKNOWN_MEMBER_ID: "The coordinator is not aware of this member.",
+    ErrorCode.INVALID_SESSION_TIMEOUT: "The session timeout is not within the range allowed by the broker (as "
+    "configured by group.min.session.timeout.ms and group.max.session.timeout.ms).",
+    ErrorCode.REBALANCE_IN_PROGRESS: "The group is rebalancing, so a rejoin is needed.",
+    ErrorCode.INVALID_COMMIT_OFFSET_SIZE: "The committing offset data size is not valid.",
+    ErrorCode.UNSUPPORTED_VERSION: "The version of API is not supported.",
+    ErrorCode.INVALID_REQUEST: "This most likely occurs because of a request being malformed by the client library "
+    "or the message was sent to an incompatible broker. See the broker logs for more details.",
+    ErrorCode.KAFKA_STORAGE_ERROR: "Disk error when trying to access log file on the disk.",
+    ErrorCode.NON_EMPTY_GROUP: "The group is not empty.",
+    ErrorCode.GROUP_ID_NOT_FOUND: "The group id does not exist.",
+    ErrorCode.MEMBER_ID_REQUIRED: "The group member needs to have a valid member id before actually entering a "
+    "consumer group.",
+    ErrorCode.GROUP_MAX_SIZE_REACHED: "The consumer group has reached its max size.",
+    ErrorCode.FENCED_INSTANCE_ID: "The broker rejected this static consumer since another consumer with the same "
+    "group.instance.id has registered with a different member.id.",
+    ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC: "The consumer group is actively subscribed to the topic",
+}
+
+
+class CoordinatorResponseError(ZkcoordError):
+    """A request refused with one of Kafka's error codes, as Kafka's ``ApiException``: ``error_code`` is the
+    number and the message the server's, else Kafka's own for the code. Make them with :func:`error_for`."""
+
+    error_code: int = ErrorCode.UNKNOWN_SERVER_ERROR
+
+    def __init__(self, message: str | None = None, error_code: int | None = None):
+        if error_code is not None:
+            self.error_code = error_code
+        self.message = message or KAFKA_MESSAGES.get(self.error_code) or error_name(self.error_code)
+        super().__init__(self.message)
 
 
 class FencedInstanceIdError(CoordinatorResponseError):
     """Another consumer joined with this member's ``group.instance.id`` (KIP-345): fatal for this member."""
+
+    error_code = ErrorCode.FENCED_INSTANCE_ID
+
+
+class GroupIdNotFoundError(CoordinatorResponseError):
+    error_code = ErrorCode.GROUP_ID_NOT_FOUND
+
+
+class GroupNotEmptyError(CoordinatorResponseError):
+    error_code = ErrorCode.NON_EMPTY_GROUP
+
+
+class GroupSubscribedToTopicError(CoordinatorResponseError):
+    error_code = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+
+
+class UnknownMemberIdError(CoordinatorResponseError):
+    error_code = ErrorCode.UNKNOWN_MEMBER_ID
+
+
+class UnknownTopicOrPartitionError(CoordinatorResponseError):
+    error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+class CoordinatorNotAvailableError(CoordinatorResponseError):
+    """No coordinator answered in time (FindCoordinator kept failing, or nodes were unreachable)."""
+
+    error_code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+
+
+_ERROR_CLASSES: dict[int, type[CoordinatorResponseError]] = {
+    cls.error_code: cls
+    for cls in (
+        FencedInstanceIdError,
+        GroupIdNotFoundError,
+        GroupNotEmptyError,
+        GroupSubscribedToTopicError,
+        UnknownMemberIdError,
+        UnknownTopicOrPartitionError,
+        CoordinatorNotAvailableError,
+    )
+}
+
+
+def error_for(code: int, message: str | None = None) -> CoordinatorResponseError:
+    """The one registry from an error code to the exception raised for it (client, admin, legacy member, tools)."""
+    return _ERROR_CLASSES.get(code, CoordinatorResponseError)(message, error_code=code)
 
 
 class LogError(ZkcoordError):

@@ -8,16 +8,12 @@ from zkcoord.admin.client import AdminClient
 from zkcoord.admin.model import (
     COORDINATOR,
     LEGACY,
-    CoordinatorNotAvailableError,
     GroupAdminError,
     GroupDescription,
-    GroupIdNotFoundError,
     GroupListing,
-    GroupNotEmptyError,
     GroupOffsets,
     GroupOffsetsDescription,
     GroupResult,
-    GroupSubscribedToTopicError,
     InvalidResetError,
     MemberDescription,
     MemberRemoval,
@@ -27,6 +23,12 @@ from zkcoord.admin.model import (
     PartitionOffsetRow,
     ResetPlan,
     ResetSpec,
+)
+from zkcoord.errors import (
+    CoordinatorNotAvailableError,
+    GroupIdNotFoundError,
+    GroupNotEmptyError,
+    GroupSubscribedToTopicError,
     UnknownMemberIdError,
     UnknownTopicOrPartitionError,
 )

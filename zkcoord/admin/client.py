@@ -19,13 +19,10 @@ from zkcoord.admin.coordinator_groups import CoordinatorGroups
 from zkcoord.admin.legacy_groups import LegacyGroups
 from zkcoord.admin.model import (
     COORDINATOR,
-    DEAD,
     LEGACY,
     GroupAdminError,
     GroupDescription,
-    GroupIdNotFoundError,
     GroupListing,
-    GroupNotEmptyError,
     GroupOffsets,
     GroupOffsetsDescription,
     GroupResult,
@@ -35,15 +32,20 @@ from zkcoord.admin.model import (
     OffsetDeletion,
     ResetPlan,
     ResetSpec,
-    UnknownTopicOrPartitionError,
     offset_rows,
     plan_reset,
 )
 from zkcoord.client.bootstrap import Address, discover_nodes, parse_bootstrap_servers
-from zkcoord.errors import ConfigError
+from zkcoord.errors import (
+    ConfigError,
+    CoordinatorResponseError,
+    GroupIdNotFoundError,
+    GroupNotEmptyError,
+    UnknownTopicOrPartitionError,
+)
 from zkcoord.migration.phases import RULES, Phase, read_offset
 from zkcoord.migration.store import read_state
-from zkcoord.model import TopicPartition
+from zkcoord.model import GroupState, TopicPartition
 from zkcoord.zk import layout
 from zkcoord.zk.nodes import read_nodes
 
@@ -143,7 +145,7 @@ class AdminClient:
                 try:
                     self._delete_group(group_id, kind)
                     results.append(GroupResult(group_id, kind))
-                except GroupAdminError as error:
+                except CoordinatorResponseError as error:
                     results.append(GroupResult(group_id, kind, error))
         return results
 
@@ -222,7 +224,7 @@ class AdminClient:
         found = {}
         if self._has_coordinators():
             description = self._coordinators.describe(group_id)
-            if description.state != DEAD:
+            if description.state != GroupState.DEAD:
                 found[COORDINATOR] = description
         if self.zookeeper_connect:
             description = self._legacy().describe(group_id)

@@ -16,19 +16,21 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from zkcoord.admin.model import (
     CONSUMER_PROTOCOL_TYPES,
     COORDINATOR,
-    CoordinatorNotAvailableError,
-    GroupAdminError,
     GroupDescription,
-    GroupIdNotFoundError,
     GroupListing,
-    GroupNotEmptyError,
     MemberDescription,
     MemberRemoval,
     Node,
     OffsetAndMetadata,
+)
+from zkcoord.errors import (
+    CoordinatorNotAvailableError,
+    CoordinatorResponseError,
+    ErrorCode,
+    GroupIdNotFoundError,
+    GroupNotEmptyError,
     error_for,
 )
-from zkcoord.errors import ErrorCode
 from zkcoord.model import TopicPartition
 from zkcoord.wire.channel import RETRIABLE, Address, CoordinatorChannel, Unreachable
 from zkcoord.wire.channel import top_level_error as _top_level
@@ -153,7 +155,7 @@ class CoordinatorGroups:
 
     def delete_offsets(
         self, group_id: str, partitions: Sequence[TopicPartition]
-    ) -> dict[TopicPartition, GroupAdminError | None]:
+    ) -> dict[TopicPartition, CoordinatorResponseError | None]:
         """KIP-496 OffsetDelete: a top-level refusal raises; per-partition errors are returned."""
         by_topic: dict[str, list[dict]] = {}
         for tp in partitions:

@@ -16,19 +16,20 @@ from kazoo.exceptions import NoNodeError, NotEmptyError
 from kazoo.handlers.threading import KazooTimeoutError
 
 from zkcoord.admin.model import (
-    EMPTY,
     LEGACY,
-    STABLE,
     GroupAdminError,
     GroupDescription,
-    GroupIdNotFoundError,
     GroupListing,
-    GroupNotEmptyError,
-    GroupSubscribedToTopicError,
     MemberDescription,
     OffsetAndMetadata,
 )
-from zkcoord.model import TopicPartition
+from zkcoord.errors import (
+    CoordinatorResponseError,
+    GroupIdNotFoundError,
+    GroupNotEmptyError,
+    GroupSubscribedToTopicError,
+)
+from zkcoord.model import GroupState, TopicPartition
 from zkcoord.zk import admin as zk_admin
 from zkcoord.zk import layout
 
@@ -70,7 +71,7 @@ class LegacyGroups:
         zk = self.zookeeper()
         listings = []
         for group_id in _children(zk, layout.CONSUMERS_PATH):
-            state = STABLE if _children(zk, layout.ids_path(group_id)) else EMPTY
+            state = GroupState.STABLE if _children(zk, layout.ids_path(group_id)) else GroupState.EMPTY
             if not states or state in states:
                 listings.append(GroupListing(group_id, LEGACY, state, "consumer"))
         return listings
@@ -85,7 +86,9 @@ class LegacyGroups:
         for tp, thread in snapshot.owners.items():
             owned.setdefault(_consumer_of_thread(thread), []).append(tp)
         members = tuple(MemberDescription(c, None, None, None, tuple(sorted(owned.get(c, ())))) for c in live)
-        return GroupDescription(group_id, LEGACY, STABLE if live else EMPTY, "consumer", "", members, None)
+        return GroupDescription(
+            group_id, LEGACY, GroupState.STABLE if live else GroupState.EMPTY, "consumer", "", members, None
+        )
 
     def committed(self, group_id: str) -> dict[TopicPartition, OffsetAndMetadata]:
         """The offsets under ``/consumers/<g>/offsets``; values that are not offsets are logged and skipped."""
@@ -118,12 +121,12 @@ class LegacyGroups:
 
     def delete_offsets(
         self, group_id: str, partitions: Sequence[TopicPartition]
-    ) -> dict[TopicPartition, GroupAdminError | None]:
+    ) -> dict[TopicPartition, CoordinatorResponseError | None]:
         """Delete the offsets of partitions of topics no member subscribes to; the others get an error."""
         zk = self.zookeeper()
         snapshot = zk_admin.read_group(zk, group_id)
         subscribed = {topic for subscription in snapshot.members.values() for topic in subscription}
-        outcome: dict[TopicPartition, GroupAdminError | None] = {}
+        outcome: dict[TopicPartition, CoordinatorResponseError | None] = {}
         for tp in partitions:
             if tp.topic in subscribed:
                 outcome[tp] = GroupSubscribedToTopicError("The consumer group is actively subscribed to the topic")

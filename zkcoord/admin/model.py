@@ -1,6 +1,6 @@
 """What the admin client returns, its errors, and the pure rules kafka-consumer-groups applies to them.
 
-Owns the result dataclasses, the ``GroupAdminError`` family (Kafka's exception names and messages), the
+Owns the result dataclasses, ``GroupAdminError`` (Kafka's per-code exceptions are ``zkcoord.errors``'), the
 describe-offsets row rule (ConsumerGroupCommand ``collectGroupsOffsets``), the reset-offsets plan
 (``prepareOffsetsToReset`` and ``checkOffsetsRange``) and Kafka's reset CSV. Pure: no IO; must not import
 kazoo, sockets, the CLI or the renderer.
@@ -12,8 +12,8 @@ import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from zkcoord.errors import ErrorCode, ZkcoordError
-from zkcoord.model import TopicPartition
+from zkcoord.errors import CoordinatorResponseError
+from zkcoord.model import GroupState, TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -21,98 +21,21 @@ COORDINATOR = "coordinator"
 LEGACY = "legacy"
 KINDS = (COORDINATOR, LEGACY)  # the order results come in when a group id exists in both places
 
-EMPTY, PREPARING_REBALANCE, COMPLETING_REBALANCE, STABLE, DEAD = (
-    "Empty",
-    "PreparingRebalance",
-    "CompletingRebalance",
-    "Stable",
-    "Dead",
-)
-GROUP_STATES = (PREPARING_REBALANCE, COMPLETING_REBALANCE, STABLE, DEAD, EMPTY)  # Kafka's listing order
-INACTIVE_STATES = frozenset({EMPTY, DEAD})  # reset-offsets and alter need one of these (Kafka's rule)
+S = GroupState
+GROUP_STATES = (S.PREPARING_REBALANCE, S.COMPLETING_REBALANCE, S.STABLE, S.DEAD, S.EMPTY)  # Kafka's listing order
+INACTIVE_STATES = frozenset({S.EMPTY, S.DEAD})  # reset-offsets and alter need one of these (Kafka's rule)
 CONSUMER_PROTOCOL_TYPES = frozenset({"consumer", ""})  # ListConsumerGroups keeps only these
 
 
 # ---- errors ------------------------------------------------------------------------------------------------
 
 
-class GroupAdminError(ZkcoordError):
-    """An admin request the coordinator or ZooKeeper refused; ``error_code`` is Kafka's number when one applies."""
-
-    error_code: int | None = None
-
-    def __init__(self, message: str, error_code: int | None = None):
-        super().__init__(message)
-        if error_code is not None:
-            self.error_code = error_code
-
-
-class GroupIdNotFoundError(GroupAdminError):
-    error_code = ErrorCode.GROUP_ID_NOT_FOUND
-
-
-class GroupNotEmptyError(GroupAdminError):
-    error_code = ErrorCode.NON_EMPTY_GROUP
-
-
-class GroupSubscribedToTopicError(GroupAdminError):
-    error_code = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
-
-
-class UnknownMemberIdError(GroupAdminError):
-    error_code = ErrorCode.UNKNOWN_MEMBER_ID
-
-
-class UnknownTopicOrPartitionError(GroupAdminError):
-    error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-
-
-class CoordinatorNotAvailableError(GroupAdminError):
-    """No coordinator answered in time (FindCoordinator kept failing, or nodes were unreachable)."""
-
-    error_code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+class GroupAdminError(CoordinatorResponseError):
+    """An admin request refused without a Kafka error of its own (ZooKeeper unreachable, a group in use)."""
 
 
 class InvalidResetError(GroupAdminError):
     """A reset that cannot be planned: no committed offset to shift, no log-end offset, a bad CSV line."""
-
-
-# Kafka's Errors enum: exception class and default message per code.
-_ERRORS: dict[int, tuple[type[GroupAdminError], str]] = {
-    ErrorCode.GROUP_ID_NOT_FOUND: (GroupIdNotFoundError, "The group id does not exist."),
-    ErrorCode.NON_EMPTY_GROUP: (GroupNotEmptyError, "The group is not empty."),
-    ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC: (
-        GroupSubscribedToTopicError,
-        "The consumer group is actively subscribed to the topic",
-    ),
-    ErrorCode.UNKNOWN_MEMBER_ID: (UnknownMemberIdError, "The coordinator is not aware of this member."),
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: (
-        UnknownTopicOrPartitionError,
-        "This server does not host this topic-partition.",
-    ),
-    ErrorCode.COORDINATOR_NOT_AVAILABLE: (CoordinatorNotAvailableError, "The coordinator is not available."),
-    ErrorCode.FENCED_INSTANCE_ID: (
-        GroupAdminError,
-        "The broker rejected this static consumer since another consumer with the same group.instance.id "
-        "has registered with a different member.id.",
-    ),
-    ErrorCode.INVALID_GROUP_ID: (GroupAdminError, "The configured groupId is invalid."),
-    ErrorCode.REBALANCE_IN_PROGRESS: (GroupAdminError, "The group is rebalancing, so a rejoin is needed."),
-    ErrorCode.ILLEGAL_GENERATION: (GroupAdminError, "Specified group generation id is not valid."),
-    ErrorCode.OFFSET_METADATA_TOO_LARGE: (GroupAdminError, "The metadata field of the offset request was too large."),
-    ErrorCode.UNSUPPORTED_VERSION: (GroupAdminError, "The version of API is not supported."),
-}
-
-
-def error_for(code: int, message: str | None = None) -> GroupAdminError:
-    """The exception Kafka's admin client raises for ``code`` (``message`` replaces the default text)."""
-    cls, default = _ERRORS.get(code, (GroupAdminError, ""))
-    if not default:
-        try:
-            default = f"{ErrorCode(code).name} (error {code})"
-        except ValueError:
-            default = f"error {code}"
-    return cls(message or default, error_code=code)
 
 
 def describe_error(error: BaseException) -> str:

@@ -12,11 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from zkcoord.admin.model import (
-    COMPLETING_REBALANCE,
-    EMPTY,
     LEGACY,
-    PREPARING_REBALANCE,
-    GroupAdminError,
     GroupDescription,
     GroupListing,
     GroupOffsetsDescription,
@@ -29,7 +25,8 @@ from zkcoord.admin.model import (
     ResetPlan,
     describe_error,
 )
-from zkcoord.model import TopicPartition
+from zkcoord.errors import CoordinatorResponseError
+from zkcoord.model import GroupState, TopicPartition
 
 MISSING = "-"
 OFFSETS_HEADER = (
@@ -89,9 +86,9 @@ def list_lines(listings: Sequence[GroupListing], with_state: bool) -> list[str]:
 def state_notice(description: GroupDescription) -> str | None:
     """Kafka's stderr line for a group that is empty or rebalancing (``shouldPrintMemberState``)."""
     who = quoted(description.group_id, description.kind)
-    if description.state == EMPTY:
+    if description.state == GroupState.EMPTY:
         return f"\nConsumer group {who} has no active members."
-    if description.state in (PREPARING_REBALANCE, COMPLETING_REBALANCE):
+    if description.state in (GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE):
         return f"\nWarning: Consumer group {who} is rebalancing."
     return None
 
@@ -231,7 +228,7 @@ def delete_lines(results: Sequence[GroupResult]) -> tuple[list[str], list[str]]:
     return out, errors
 
 
-def _status(error: GroupAdminError | None) -> str:
+def _status(error: CoordinatorResponseError | None) -> str:
     return "Successful" if error is None else f"Error: {error}"
 
 
@@ -267,7 +264,7 @@ def _node(node: Node | None) -> dict | None:
     return None if node is None else {"id": node.node_id, "host": node.host, "port": node.port}
 
 
-def _error(error: GroupAdminError | None) -> str | None:
+def _error(error: CoordinatorResponseError | None) -> str | None:
     return None if error is None else describe_error(error)
 
 

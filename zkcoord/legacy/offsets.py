@@ -13,7 +13,7 @@ sleep inside the member's hub).
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from zkcoord.errors import CoordinatorResponseError, ErrorCode, ZkcoordError
+from zkcoord.errors import ErrorCode, ZkcoordError, error_for
 from zkcoord.legacy.config import OFFSETS_STORAGE_KAFKA, OFFSETS_STORAGE_ZOOKEEPER
 from zkcoord.migration.phases import LOG, MAX, NO_OFFSET, RULES, ZK, MigrationState, Phase, StoreRule
 from zkcoord.model import TopicPartition
@@ -146,7 +146,7 @@ class LogOffsets:
             topics=[{"name": t, "partition_indexes": p} for t, p in _by_topic(wanted).items()],
         )
         if top_level_error(response):
-            raise CoordinatorResponseError(top_level_error(response), response.get("error_message") or "")
+            raise error_for(top_level_error(response), response.get("error_message"))
         offsets = dict.fromkeys(wanted, NO_OFFSET)
         for topic in response.get("topics") or []:
             for partition in topic.get("partitions") or []:
@@ -166,10 +166,10 @@ class LogOffsets:
         groups = response.get("groups") or []
         if not groups:
             code = top_level_error(response) or int(ErrorCode.UNKNOWN_SERVER_ERROR)
-            raise CoordinatorResponseError(code, response.get("error_message") or "")
+            raise error_for(code, response.get("error_message"))
         group = groups[0]
         if group["error_code"]:
-            raise CoordinatorResponseError(group["error_code"])
+            raise error_for(group["error_code"])
         return group["group_state"], [member["member_id"] for member in group.get("members") or []]
 
     def _call(self, api: str, retriable, **fields) -> tuple[dict, tuple]:

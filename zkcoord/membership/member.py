@@ -28,10 +28,9 @@ from typing import Any
 
 from zkcoord.assign.consumer import COOPERATIVE, ConsumerAssignor, MemberSubscription, rebalance_protocol
 from zkcoord.errors import (
-    CoordinatorResponseError,
     ErrorCode,
-    FencedInstanceIdError,
     ZkcoordError,
+    error_for,
 )
 from zkcoord.membership.coordinator import CoordinatorLink
 from zkcoord.membership.effects import (
@@ -458,13 +457,11 @@ class GroupMember:
 
     def _fail(self, code: int, message: str, now_ms: int) -> None:
         if code == E.FENCED_INSTANCE_ID:
-            error: ZkcoordError = FencedInstanceIdError(
-                code,
+            message = (
                 f"group.instance.id {self.config.group_instance_id!r} is used by another consumer of group "
-                f"{self.config.group_id!r}; this consumer is fenced and must be closed",
+                f"{self.config.group_id!r}; this consumer is fenced and must be closed"
             )
-        else:
-            error = CoordinatorResponseError(code, message or "JoinGroup refused")
+        error = error_for(code, message or "JoinGroup refused")
         self.fatal_error = error
         self._group_request = None
         self._link.stop_heartbeats()

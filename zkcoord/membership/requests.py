@@ -17,11 +17,10 @@ from typing import Any
 
 from zkcoord.errors import (
     CommitFailedError,
-    CoordinatorResponseError,
     ErrorCode,
-    FencedInstanceIdError,
     RebalanceInProgressError,
     ZkcoordError,
+    error_for,
 )
 from zkcoord.membership.effects import (
     ANY_NODE,
@@ -93,7 +92,7 @@ class ApplicationRequests:
             if request.sent:
                 continue
             if now_ms >= request.deadline_ms:
-                error = CoordinatorResponseError(E.REQUEST_TIMED_OUT, f"{request.api} not answered in time")
+                error = error_for(E.REQUEST_TIMED_OUT, f"{request.api} not answered in time")
                 self._complete(request.request_id, error=error)
                 continue
             if now_ms < request.not_before_ms:
@@ -152,11 +151,7 @@ class ApplicationRequests:
             message = response.get("error_message") or ""
             if code == E.FENCED_INSTANCE_ID:
                 return Answer(fenced=message)  # failing, the member completes every request
-            error = (
-                commit_error(code, message)
-                if request.api == "OffsetCommit"
-                else CoordinatorResponseError(code, message)
-            )
+            error = commit_error(code, message) if request.api == "OffsetCommit" else error_for(code, message)
             self._complete(request.request_id, error=error)
             return Answer()
         if request.api == "OffsetFetch":
@@ -195,9 +190,7 @@ def commit_error(code: int, message: str = "") -> ZkcoordError:
             f"commit cannot be completed since the group has already rebalanced ({E(code).name}); "
             "the partitions may now belong to another member"
         )
-    if code == E.FENCED_INSTANCE_ID:
-        return FencedInstanceIdError(code, message)
-    return CoordinatorResponseError(code, message)
+    return error_for(code, message)
 
 
 def topic_partition_counts(response: dict) -> dict[str, int]:

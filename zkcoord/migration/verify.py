@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from zkcoord.errors import ErrorCode
+from zkcoord.errors import error_name
 from zkcoord.migration.phases import (
     Comparison,
     MigrationError,
@@ -164,8 +164,4 @@ def raise_for(response: dict, what: str) -> None:
     """:class:`MigrationError` naming Kafka's error when ``response`` carries a top-level error."""
     code = top_level_error(response)
     if code:
-        try:
-            name = ErrorCode(code).name
-        except ValueError:
-            name = f"error {code}"
-        raise MigrationError(f"{what} failed: {name} {response.get('error_message') or ''}".rstrip())
+        raise MigrationError(f"{what} failed: {error_name(code)} {response.get('error_message') or ''}".rstrip())

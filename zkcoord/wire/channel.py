@@ -13,7 +13,7 @@ import socket
 import time
 from collections.abc import Callable
 
-from zkcoord.errors import ErrorCode, ZkcoordError
+from zkcoord.errors import ErrorCode, ZkcoordError, error_for, error_name
 from zkcoord.wire.client import WireClientError, WireConnection
 
 log = logging.getLogger(__name__)
@@ -36,14 +36,6 @@ def top_level_error(response: dict) -> int:
     return response.get("error_code", 0)
 
 
-def _default_error(code: int, message: str | None) -> Exception:
-    try:
-        name = ErrorCode(code).name
-    except ValueError:
-        name = f"error {code}"
-    return ZkcoordError(message or name)
-
-
 class CoordinatorChannel:
     """Calls to coordinator nodes: any node, or the coordinator of a group.
 
@@ -58,7 +50,7 @@ class CoordinatorChannel:
         client_id: str,
         request_timeout_ms: int,
         unavailable: Callable[[str], Exception] = ZkcoordError,
-        error_for: Callable[[int, str | None], Exception] = _default_error,
+        error_for: Callable[[int, str | None], Exception] = error_for,
         sleep: Callable[[float], None] = time.sleep,
         create_connection=socket.create_connection,
         initial_backoff_s: float = INITIAL_BACKOFF_S,
@@ -164,7 +156,7 @@ class CoordinatorChannel:
                     return response["node_id"], (response["host"], response["port"])
                 if code not in RETRIABLE:
                     raise self._error_for(code, response.get("error_message"))
-                last = f"FindCoordinator at {address[0]}:{address[1]}: {ErrorCode(code).name}"
+                last = f"FindCoordinator at {address[0]}:{address[1]}: {error_name(code)}"
             if time.monotonic() + backoff > deadline:
                 raise self._unavailable(
                     f"The coordinator of group '{group_id}' is not available after {self.request_timeout_ms} ms: {last}"
