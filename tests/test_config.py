@@ -210,3 +210,18 @@ def test_log_properties_accept_kafka_names_and_coerce_floats():
         LogConfig, {"log.flush.policy": "always", "log.cleaner.min.cleanable.ratio": "0.25", "segment_bytes": "2000000"}
     )
     assert (config.flush_policy, config.cleaner_min_cleanable_ratio, config.segment_bytes) == ("always", 0.25, 2000000)
+
+
+def test_a_node_logs_a_property_it_does_not_use_and_takes_the_others(caplog):
+    """One policy everywhere: a misspelt or foreign key is warned about and ignored, as Kafka's broker does."""
+    from zkcoord.server.config import node_config
+
+    with caplog.at_level(logging.WARNING, logger="zkcoord.server.config"):
+        config = node_config({"group.max.size": "7", "num.network.threads": "3", "log.flush.polcy": "always"})
+    assert config.coordinator.group_max_size == 7
+    assert config.log.flush_policy == "group"  # the misspelt key changed nothing
+    warned = [record.getMessage() for record in caplog.records]
+    assert warned == [
+        "property log.flush.polcy is not used by a coordinator node; ignored",
+        "property num.network.threads is not used by a coordinator node; ignored",
+    ]

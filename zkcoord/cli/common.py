@@ -7,7 +7,6 @@ Must not import a command family module (``zkcoord.cli.*``): they import this on
 import argparse
 import contextlib
 import json
-import os
 import re
 import signal
 import threading
@@ -17,6 +16,7 @@ from pathlib import Path
 from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
 
+from zkcoord import env
 from zkcoord.errors import ZkcoordError
 from zkcoord.tables import format_table
 
@@ -29,14 +29,9 @@ class UsageError(ZkcoordError):
     """Bad arguments or an unreachable service: exit code 2."""
 
 
-def env_zk_connect() -> str | None:
-    """The ZooKeeper connect string of the environment (``$ZKCOORD_ZK_CONNECT``), if set."""
-    return os.environ.get("ZKCOORD_ZK_CONNECT")
-
-
 def zk_connect(given: str | None) -> str:
     """``given`` (an option or a properties file's), else ``$ZKCOORD_ZK_CONNECT``; a UsageError when neither is."""
-    connect = given or env_zk_connect()
+    connect = given or env.zookeeper_connect()
     if not connect:
         raise UsageError(NO_ZOOKEEPER)
     return connect

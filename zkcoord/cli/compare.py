@@ -9,7 +9,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from zkcoord.cli.common import EXIT_OK, EXIT_PROBLEM, UsageError, comma_list, env_zk_connect, parse_key_values
+from zkcoord import env
+from zkcoord.cli.common import EXIT_OK, EXIT_PROBLEM, UsageError, comma_list, parse_key_values
 
 
 def cmd_compare_run(args: argparse.Namespace) -> int:
@@ -35,7 +36,7 @@ def cmd_compare_run(args: argparse.Namespace) -> int:
         cost_ms=args.cost_ms,
         duration_s=args.duration,
         auto_commit_interval_ms=args.auto_commit_interval_ms,
-        zookeeper=args.zookeeper or env_zk_connect(),
+        zookeeper=args.zookeeper or env.zookeeper_connect(),
         node_properties=parse_key_values(args.node_property or [], "--node-property"),
     )
     try:

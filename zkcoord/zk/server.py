@@ -15,6 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from zkcoord import env
 from zkcoord.errors import ZooKeeperNotFoundError, ZooKeeperStartError
 
 log = logging.getLogger(__name__)
@@ -33,7 +34,7 @@ appender.out.layout.pattern = %d{ISO8601} %p %c{1}: %m%n
 
 def find_java() -> str:
     """Path of the ``java`` executable, or a :class:`ZooKeeperNotFoundError` that says how to get one."""
-    java_home = os.environ.get("JAVA_HOME")
+    java_home = env.java_home()
     if java_home and (Path(java_home) / "bin" / "java").exists():
         return str(Path(java_home) / "bin" / "java")
     java = shutil.which("java")
@@ -44,7 +45,7 @@ def find_java() -> str:
 
 def find_zookeeper_classpath() -> str:
     """A classpath that holds ``org.apache.zookeeper.server.ZooKeeperServerMain`` and its dependencies."""
-    configured = os.environ.get("ZOOKEEPER_CLASSPATH")
+    configured = env.zookeeper_classpath()
     if configured:
         return configured
     spec = importlib.util.find_spec("pyspark")

