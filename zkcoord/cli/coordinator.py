@@ -23,8 +23,8 @@ def cmd_coordinator_start(args: argparse.Namespace) -> int:
     import gevent
     import gevent.event
 
+    from zkcoord.metrics_http import serve_metrics
     from zkcoord.server.config import node_config
-    from zkcoord.server.metrics import serve_metrics
     from zkcoord.server.node import CoordinatorNode
 
     properties: dict[str, object] = read_properties(args.config) if args.config else {}

@@ -9,8 +9,8 @@ from collections.abc import Iterable
 from kazoo.client import KazooClient
 
 from zkcoord.errors import ConfigError
-from zkcoord.zk.coordination import read_nodes
 from zkcoord.zk.layout import DEFAULT_ROOT
+from zkcoord.zk.nodes import read_nodes
 
 Address = tuple[str, int]
 

@@ -449,7 +449,7 @@ class Consumer:
     def _serve_metrics(self, port: int) -> None:
         from prometheus_client import CollectorRegistry
 
-        from zkcoord.server.metrics import serve_metrics
+        from zkcoord.metrics_http import serve_metrics
 
         registry = CollectorRegistry()
         registry.register(PrometheusCollector(self.metrics, self.config.client_id, self.config.group_id or ""))

@@ -136,13 +136,3 @@ class NodeMetrics:
             "Partition writes of the mirror that failed (each is retried)",
             value=mirror["failures_total"],
         )
-
-
-def serve_metrics(registry: CollectorRegistry, host: str, port: int):
-    """Serve ``registry`` at ``http://host:port/metrics`` on a gevent WSGI server; returns the started server."""
-    from gevent.pywsgi import WSGIServer
-    from prometheus_client import make_wsgi_app
-
-    server = WSGIServer((host, port), make_wsgi_app(registry), log=None)
-    server.start()
-    return server

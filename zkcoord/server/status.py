@@ -12,7 +12,8 @@ from kazoo.exceptions import NoNodeError
 from zkcoord.errors import ErrorCode, ZkcoordError
 from zkcoord.wire.client import WireConnection
 from zkcoord.zk import layout
-from zkcoord.zk.coordination import read_leaders, read_nodes
+from zkcoord.zk.election import read_leaders
+from zkcoord.zk.nodes import read_nodes
 
 
 def cluster_status(client: KazooClient, root: str = layout.DEFAULT_ROOT, timeout: float = 5.0) -> dict:
