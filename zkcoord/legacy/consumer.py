@@ -10,10 +10,9 @@ Offsets go to ZooKeeper, to the coordinator's offsets log, or both (§5): the gr
 watched from startup, wins over ``offsets.storage``/``dual.commit.enabled`` (:mod:`zkcoord.legacy.offsets`).
 Log requests use gevent sockets on the same hub, so they never block it.
 
-Records reach the application through :class:`KafkaStream` (0.8.2's KafkaStream and ConsumerIterator),
-iterated in user threads that fetch from the member's :class:`~zkcoord.sources.RecordSource` themselves.
-Ownership and consumed positions belong to the hub thread; each stream sees its share through a view the
-hub thread replaces under the stream's lock, the only lock here, held for a few bytecodes at a time.
+Records reach the application through :class:`~zkcoord.legacy.stream.KafkaStream` s (0.8.2's KafkaStream and
+ConsumerIterator), iterated in user threads; each sees its share of ownership through a view the hub thread
+replaces under the stream's lock (:mod:`zkcoord.legacy.stream`).
 """
 
 import contextlib
@@ -22,41 +21,38 @@ import socket
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 import gevent
 import gevent.event
 import gevent.lock
 import gevent.socket
-from gevent import monkey
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 from kazoo.protocol.states import EventType, KazooState
 
-from zkcoord.assign.legacy import ROUNDROBIN, hash_ties, legacy_assignment, roundrobin_listing, thread_id
+from zkcoord.assign.legacy import ROUNDROBIN, hash_ties, legacy_assignment, roundrobin_listing
 from zkcoord.client.bootstrap import Address, discover_nodes, parse_bootstrap_servers
 from zkcoord.clock import SystemClock
 from zkcoord.config import build_config
 from zkcoord.errors import (
     CommitFailedError,
     ConsumerRebalanceFailedError,
-    ConsumerTimeoutError,
     CoordinatorMembersError,
     CoordinatorResponseError,
     ErrorCode,
-    OffsetOutOfRangeError,
     SourceError,
     ZkcoordError,
     ZooKeeperConnectionError,
 )
-from zkcoord.legacy.config import AUTO_OFFSET_RESET_SMALLEST, LegacyConsumerConfig
+from zkcoord.legacy.config import LegacyConsumerConfig
 from zkcoord.legacy.offsets import INACTIVE_STATES, LogOffsets, LogUnavailableError, OffsetsMode, mode_for
+from zkcoord.legacy.stream import WILDCARD_STREAMS, KafkaStream, Owned, Streams
 from zkcoord.legacy.subscription import TopicFilter, expand, registration_for
 from zkcoord.legacy.trace import TraceSink, make_event
 from zkcoord.migration.phases import LOG, ZK, MigrationState, read_offset
 from zkcoord.migration.store import advertise, watch_state
 from zkcoord.model import TopicPartition
-from zkcoord.sources import Record, RecordSource, SyntheticSource
+from zkcoord.sources import RecordSource, SyntheticSource
 from zkcoord.wire.channel import INITIAL_BACKOFF_S, CoordinatorChannel
 from zkcoord.zk import layout
 from zkcoord.zk.layout import ZnodeDecodeError
@@ -64,12 +60,7 @@ from zkcoord.zk.session import HubThread, make_kazoo_client
 
 log = logging.getLogger(__name__)
 
-# The key of streams() for a wildcard member: its streams take every matched topic (createMessageStreamsByFilter).
-WILDCARD_STREAMS = "*"
-# How often an idle stream looks again for new records, a new assignment or close().
-STREAM_IDLE_CHECK_S = 0.005
-# Unpatched, so a stream's lock stays a real lock when the application monkey-patched threading.
-_allocate_lock = monkey.get_original("_thread", "allocate_lock")
+__all__ = ["WILDCARD_STREAMS", "KafkaStream", "LegacyConsumer", "RebalanceListener", "make_consumer_id"]
 
 
 class RebalanceListener(Protocol):
@@ -95,13 +86,6 @@ def make_consumer_id(group: str, configured: str | None, now_ms: int) -> str:
     return f"{group}_{socket.gethostname()}-{now_ms}-{hex8}"
 
 
-@dataclass
-class _Owned:
-    thread_id: str
-    position: int  # the consumed offset: next offset to consume (§1.6)
-    checkpointed: int | None  # last value written to or read from ZooKeeper; None: not known
-
-
 class _Ops:
     """ZooKeeper requests and round trips spent by one rebalance attempt (pipelined batches count once)."""
 
@@ -120,146 +104,6 @@ class _Conflict(Exception):
 
     def __init__(self, released: list, conflicts: list):
         self.released, self.conflicts = released, conflicts
-
-
-class KafkaStream:
-    """One 0.8.2 stream: iterating it yields the records of the partitions its thread owns now.
-
-    ``for record in stream`` hands out :class:`~zkcoord.sources.Record` s in offset order per
-    partition, taking up to ``fetch.message.max.records`` from one partition before moving on to the
-    next (round robin), each fetched from the member's consumed position. Handing out a record moves
-    that position to ``offset + 1`` (the ConsumerIterator's consumed offset), which is what
-    ``commit()`` and auto-commit write. A rebalance that releases a partition stops the stream from
-    yielding its records at once (0.8.2 clears the queues; records already handed out stay consumed).
-
-    ``next()`` blocks while nothing is available, or raises :class:`~zkcoord.errors.ConsumerTimeoutError`
-    after ``consumer.timeout.ms`` (the stream stays usable), and raises ``StopIteration`` once the
-    consumer closes. A :class:`~zkcoord.errors.SourceError` of the source propagates likewise. Iterate
-    each stream from one thread at a time; different streams may be iterated in parallel.
-    """
-
-    def __init__(self, consumer: "LegacyConsumer", thread: str, topic: str | None):
-        self.thread_id = thread
-        self.topic = topic  # None: every topic a wildcard matches
-        self._consumer = consumer
-        self._lock = _allocate_lock()
-        # Written by the hub thread under _lock: partition → its registry entry, while this stream owns it.
-        self._view: dict[TopicPartition, _Owned] = {}
-        self._shut = False
-        # The chunk being handed out (read by this stream's iterating thread only).
-        self._chunk: list[Record] = []
-        self._chunk_index = 0
-        self._chunk_partition: TopicPartition | None = None
-        self._chunk_owner: _Owned | None = None
-        self._expected = -1  # the position handing out the next chunk record requires
-        self._cursor = 0
-
-    def __repr__(self) -> str:
-        return f"KafkaStream({self.thread_id!r}, topic={self.topic!r})"
-
-    def __iter__(self) -> "KafkaStream":
-        return self
-
-    def __next__(self) -> Record:
-        if not self._shut:
-            record = self._take()  # the common case: the next record of the chunk in hand
-            if record is not None:
-                return record
-        return self._wait_for_record()
-
-    def _wait_for_record(self) -> Record:
-        timeout_ms = self._consumer.config.consumer_timeout_ms
-        deadline = None if timeout_ms < 0 else time.monotonic() + timeout_ms / 1000.0
-        while not self._shut:
-            record = self._take()
-            if record is not None:
-                return record
-            if self._refill():
-                continue
-            if deadline is not None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise ConsumerTimeoutError(
-                        f"no record on stream {self.thread_id} within consumer.timeout.ms={timeout_ms}"
-                    )
-                time.sleep(min(STREAM_IDLE_CHECK_S, left))
-            else:
-                time.sleep(STREAM_IDLE_CHECK_S)
-        raise StopIteration
-
-    def partitions(self) -> list[TopicPartition]:
-        """The partitions this stream yields from now."""
-        with self._lock:
-            return sorted(self._view)
-
-    # ---- hub thread ----------------------------------------------------------------------------------
-
-    def _set_view(self, view: dict[TopicPartition, "_Owned"]) -> None:
-        with self._lock:
-            if not self._shut:  # a closing member may still publish; a shut stream stays empty
-                self._view = view
-
-    def _shutdown(self) -> None:
-        with self._lock:
-            self._view = {}
-            self._shut = True
-
-    # ---- the iterating thread ------------------------------------------------------------------------
-
-    def _take(self) -> Record | None:
-        """The next chunk record, if its partition is still ours and nobody moved its position."""
-        if self._chunk_index < len(self._chunk):
-            record = self._chunk[self._chunk_index]
-            self._chunk_index += 1
-            with self._lock:
-                owned = self._chunk_owner
-                if self._view.get(self._chunk_partition) is owned and owned.position == self._expected:
-                    owned.position = self._expected = record.offset + 1
-                    return record
-            self._chunk = []  # released, seeked or reset meanwhile: drop the rest, as 0.8.2 clears the queue
-        return None
-
-    def _refill(self) -> bool:
-        """Fetch the next chunk, trying each owned partition once starting after the last one served."""
-        with self._lock:
-            view = sorted(self._view.items())
-        consumer = self._consumer
-        batch = consumer.config.fetch_message_max_records
-        for step in range(len(view)):
-            index = (self._cursor + step) % len(view)
-            partition, owned = view[index]
-            position = owned.position
-            if position < 0:
-                position = self._reset(partition, owned, position)
-                if position < 0:
-                    continue
-            try:
-                records = consumer.source.fetch(partition, position, batch)
-            except OffsetOutOfRangeError as error:
-                log.warning(
-                    "offset out of range member=%s partition=%s offset=%d error=%s; applying auto.offset.reset=%s",
-                    consumer.consumer_id,
-                    partition,
-                    position,
-                    error,
-                    consumer.config.auto_offset_reset,
-                )
-                self._reset(partition, owned, position)
-                continue
-            if records:
-                self._chunk, self._chunk_index = records, 0
-                self._chunk_partition, self._chunk_owner, self._expected = partition, owned, position
-                self._cursor = index + 1
-                return True
-        return False
-
-    def _reset(self, partition: TopicPartition, owned: "_Owned", stale: int) -> int:
-        """Apply ``auto.offset.reset`` if ``owned`` is still ours at ``stale``; the position after."""
-        offset = self._consumer._reset_offsets([partition])[partition]
-        with self._lock:
-            if self._view.get(partition) is owned and owned.position == stale:
-                owned.position = offset
-            return owned.position
 
 
 class LegacyConsumer:
@@ -308,7 +152,7 @@ class LegacyConsumer:
         self._registered = False
         self._io: HubThread | None = None
         self._zk = None
-        self._registry: dict[TopicPartition, _Owned] = {}
+        self._registry: dict[TopicPartition, Owned] = {}
         # Owner znodes of this session: _held are known to be ours; _uncertain may be (a create or delete
         # that died with the connection); each attempt releases both before it claims anything.
         self._held: set[TopicPartition] = set()
@@ -326,19 +170,7 @@ class LegacyConsumer:
         self._closing = False
         self._closed = False
         self._greenlets: list[gevent.Greenlet] = []
-        self._streams = self._make_streams()
-
-    def _make_streams(self) -> dict[str, list[KafkaStream]]:
-        """createMessageStreams: a stream per (topic, thread); createMessageStreamsByFilter: a stream per
-        thread, shared by every matched topic (§2.2, §2.4). Thread ids are the registered ones."""
-        subscription = self._registration.subscription
-        if self._filter is not None:
-            streams = next(iter(subscription.values()))
-            return {WILDCARD_STREAMS: [KafkaStream(self, thread_id(self.consumer_id, n), None) for n in range(streams)]}
-        return {
-            topic: [KafkaStream(self, thread_id(self.consumer_id, n), topic) for n in range(streams)]
-            for topic, streams in subscription.items()
-        }
+        self._streams = Streams(self._registration, self.config, self.source, self.consumer_id)
 
     # ---- public API (any thread) -------------------------------------------------------------------
 
@@ -351,7 +183,7 @@ class LegacyConsumer:
         ``createMessageStreamsByFilter``. Streams may be taken before :meth:`start`; they yield once
         the member owns partitions and stop (``StopIteration``) after :meth:`close`.
         """
-        return {key: list(streams) for key, streams in self._streams.items()}
+        return self._streams.by_key()
 
     def start(self, timeout: float | None = None) -> "LegacyConsumer":
         """Connect, register, and run the first rebalance (raises if it fails after every retry)."""
@@ -372,7 +204,7 @@ class LegacyConsumer:
         """End the streams, commit (with auto-commit on), then close the session: ZooKeeper drops our
         ephemerals (§3.6). Closes the record source if the member made it."""
         if self._io is None or self._closed:
-            self._shutdown_streams()
+            self._streams.shut_down()
             self._close_source()
             return
         self._closed = True
@@ -381,11 +213,6 @@ class LegacyConsumer:
         finally:
             self._io.stop()
             self._close_source()
-
-    def _shutdown_streams(self) -> None:
-        for streams in self._streams.values():
-            for stream in streams:
-                stream._shutdown()
 
     def _close_source(self) -> None:
         if self._owns_source:
@@ -465,34 +292,15 @@ class LegacyConsumer:
             raise ZkcoordError("the consumer is not running")
         return self._io.call(fn, timeout=max(30.0, self.config.zookeeper_session_timeout_ms / 1000.0 * 2))
 
-    def _owned(self, partition: TopicPartition) -> _Owned:
+    def _owned(self, partition: TopicPartition) -> Owned:
         owned = self._registry.get(TopicPartition(*partition))
         if owned is None:
             raise CommitFailedError(f"{self.consumer_id} does not own {partition}")
         return owned
 
     def _set_position(self, partition: TopicPartition, offset: int) -> None:
-        """Hub thread: under the owning stream's lock, so a record being handed out cannot overwrite it."""
         partition = TopicPartition(*partition)
-        owned = self._owned(partition)
-        stream = self._stream_for(partition, owned.thread_id)
-        if stream is None:
-            owned.position = offset
-            return
-        with stream._lock:
-            owned.position = offset
-
-    def _stream_for(self, partition: TopicPartition, thread: str) -> KafkaStream | None:
-        for stream in self._streams.get(WILDCARD_STREAMS if self._filter is not None else partition.topic, ()):
-            if stream.thread_id == thread:
-                return stream
-        return None
-
-    def _reset_offsets(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
-        """``auto.offset.reset``: the source's beginning (``smallest``) or log end (``largest``); any thread."""
-        if self.config.auto_offset_reset == AUTO_OFFSET_RESET_SMALLEST:
-            return self.source.beginning_offsets(partitions)
-        return self.source.end_offsets(partitions)
+        self._streams.set_position(partition, self._owned(partition), offset)
 
     # ---- life cycle (hub thread) ---------------------------------------------------------------------
 
@@ -556,7 +364,7 @@ class LegacyConsumer:
         self._rebalance_requested.set()
         with self._rebalance_lock:
             gevent.killall(self._greenlets)
-            self._shutdown_streams()  # 0.8.2's shutdown command: nothing is handed out after the commit
+            self._streams.shut_down()  # 0.8.2's shutdown command: nothing is handed out after the commit
             if commit:
                 self._commit_with_retries()
             self._registry.clear()
@@ -910,7 +718,7 @@ class LegacyConsumer:
                 self._watching_brokers = True
                 self._watch_children(layout.BROKER_IDS_PATH, self._on_brokers_event)
             return "no-brokers", [], []
-        self._detach_streams()  # closeFetchers: the streams stop, so the commit covers all they handed out
+        self._streams.show({})  # closeFetchers: the streams stop, so the commit covers all they handed out
         if self.config.auto_commit_enable:
             self._commit_before_release(ops)  # so the next owner starts where we stopped
         released = sorted(self._registry)
@@ -939,7 +747,7 @@ class LegacyConsumer:
         except BaseException:
             self._delete_confirmed(claimed, ops)
             raise
-        self._registry = {tp: _Owned(wanted[tp], *offsets[tp]) for tp in sorted(wanted)}
+        self._registry = {tp: Owned(wanted[tp], *offsets[tp]) for tp in sorted(wanted)}
         self._publish_assignment()
         if wanted:
             self._run_listener("on_partitions_assigned", sorted(wanted))
@@ -1184,7 +992,7 @@ class LegacyConsumer:
                     )
                 )
 
-    def _write_checkpointed(self, positions: Mapping[TopicPartition, tuple[_Owned, int]], ops: _Ops) -> None:
+    def _write_checkpointed(self, positions: Mapping[TopicPartition, tuple[Owned, int]], ops: _Ops) -> None:
         """Write to ZooKeeper the positions that differ from their checkpoint, then move the checkpoint."""
         changed = {
             tp: (owned, position) for tp, (owned, position) in positions.items() if position != owned.checkpointed
@@ -1239,7 +1047,7 @@ class LegacyConsumer:
         if self._connected:
             for tp, owned in sorted(self._registry.items()):
                 threads.setdefault(owned.thread_id, []).append(tp)
-        self._update_stream_views()
+        self._streams.show(self._registry if self._connected else {})
         if threads == self._assignment:
             return
         before = time.monotonic()
@@ -1252,23 +1060,6 @@ class LegacyConsumer:
             monotonic_before=before,
             monotonic_after=after,
         )
-
-    def _update_stream_views(self) -> None:
-        """Give each stream the registry entries of its thread (and topic), none while disconnected: the
-        streams yield from what ``assignment()`` reports, except that a rebalance stops them first."""
-        views: dict[tuple[str, str], dict[TopicPartition, _Owned]] = {}
-        if self._connected:
-            wildcard = self._filter is not None
-            for tp, owned in sorted(self._registry.items()):
-                views.setdefault((owned.thread_id, WILDCARD_STREAMS if wildcard else tp.topic), {})[tp] = owned
-        for key, streams in self._streams.items():
-            for stream in streams:
-                stream._set_view(views.get((stream.thread_id, key), {}))
-
-    def _detach_streams(self) -> None:
-        for streams in self._streams.values():
-            for stream in streams:
-                stream._set_view({})
 
     def _run_listener(self, method: str, partitions: list[TopicPartition]) -> None:
         callback = getattr(self._listener, method, None)
