@@ -46,6 +46,7 @@ from zkcoord.errors import (
 )
 from zkcoord.legacy.config import LegacyConsumerConfig
 from zkcoord.legacy.offsets import INACTIVE_STATES, LogOffsets, LogUnavailableError, OffsetsMode, mode_for
+from zkcoord.legacy.states import AfterConnect, Lifecycle
 from zkcoord.legacy.stream import WILDCARD_STREAMS, KafkaStream, Owned, Streams
 from zkcoord.legacy.subscription import TopicFilter, expand, registration_for
 from zkcoord.legacy.trace import TraceSink, make_event
@@ -149,7 +150,6 @@ class LegacyConsumer:
         self._mode: OffsetsMode | None = None  # set by the migration-state watch at startup
         self._log: LogOffsets | None = None
         self._stop_state_watch = None
-        self._registered = False
         self._io: HubThread | None = None
         self._zk = None
         self._registry: dict[TopicPartition, Owned] = {}
@@ -163,12 +163,8 @@ class LegacyConsumer:
         self._wildcard_topics: list[str] = []
         self._watched_topics: set[str] = set()
         self._watching_brokers = False
-        self._session_lost = False
-        self._new_session_pending = False
-        self._connected = False
-        self._suspended = False
-        self._closing = False
-        self._closed = False
+        self._lifecycle = Lifecycle()  # the hub thread's; start() moves it out of NEW before the hub runs
+        self._closed = False  # the caller's side: public methods refuse once close() began or start() failed
         self._greenlets: list[gevent.Greenlet] = []
         self._streams = Streams(self._registration, self.config, self.source, self.consumer_id)
 
@@ -189,6 +185,7 @@ class LegacyConsumer:
         """Connect, register, and run the first rebalance (raises if it fails after every retry)."""
         if self._io is not None:
             raise ZkcoordError("a LegacyConsumer starts once")
+        self._lifecycle.start()
         self._io = HubThread(f"zkcoord-legacy-{self.consumer_id}").start()
         try:
             self._io.call(self._startup, timeout=timeout)
@@ -335,15 +332,14 @@ class LegacyConsumer:
                 f"no ZooKeeper session with {self.config.zookeeper_connect} within "
                 f"{self.config.connection_timeout_ms} ms"
             ) from None
-        if self._closing:  # closed while connecting: leave no session behind
+        if self._lifecycle.closing:  # closed while connecting: leave no session behind
             self._zk.stop()
             raise ZkcoordError("the consumer was closed while starting")
         self._stop_state_watch = watch_state(self._zk, self._root, self._group, self._on_migration_state)
         self._check_no_coordinator_members()
-        self._register()
-        if self._closing:  # closed while registering (Ctrl-C): start no greenlet that close() would not stop
+        if not self._register():  # closed while registering (Ctrl-C): start no greenlet close() would miss
             raise ZkcoordError("the consumer was closed while starting")
-        self._advertise()
+        self._write_advertisement()
         if self._filter is not None:
             self._wildcard_topics = self._allowed_topics()
         self._arm_watches()
@@ -357,7 +353,7 @@ class LegacyConsumer:
             )
 
     def _shutdown(self, commit: bool) -> None:
-        self._closing = True
+        self._lifecycle.close()
         if self._zk is None:
             return
         self._stopping.set()
@@ -374,6 +370,7 @@ class LegacyConsumer:
             self._log.close()
             self._zk.stop()
             self._zk.close()
+        self._lifecycle.closed()
         self._emit("legacy.closed")
 
     def _commit_with_retries(self) -> None:
@@ -384,15 +381,16 @@ class LegacyConsumer:
             if self._commit_quietly():
                 return
 
-    def _register(self) -> None:
+    def _register(self) -> bool:
         """Create our ids node, "expecting conflict" (§1.4): identical data is ours; other data is an old
         session's node (ZOOKEEPER-1740), so back off one session timeout and retry until it is gone.
-        ZooKeeper errors (connection loss, a further expiry) are retried for as long as we run."""
+        ZooKeeper errors (connection loss, a further expiry) are retried for as long as we run.
+        False if the member closed first."""
         registration = layout.ConsumerRegistration(
             self._registration.subscription, self._registration.pattern, self._clock.now_ms()
         )
         data = layout.encode_consumer_registration(registration)
-        while not self._closing:
+        while not self._lifecycle.closing:
             try:
                 registered = self._create_registration(data)
             except KazooException as error:
@@ -400,9 +398,9 @@ class LegacyConsumer:
                 self._stopping.wait(self.config.backoff_ms / 1000.0)
                 continue
             if registered:
-                self._registered = True
+                self._lifecycle.registration_written()
                 self._emit("legacy.registered", registration=data.decode("utf-8"), session_id=self._zk.client_id[0])
-                return
+                return True
             log.info(
                 "ids node %s left by an earlier session; backing off %d ms until ZooKeeper deletes it",
                 self._own_path,
@@ -410,6 +408,7 @@ class LegacyConsumer:
             )
             self._emit("legacy.registration_conflict", backoff_ms=self.config.zookeeper_session_timeout_ms)
             self._stopping.wait(self.config.zookeeper_session_timeout_ms / 1000.0)
+        return False
 
     def _create_registration(self, data: bytes) -> bool:
         """One try: True when the ids node is ours, False when an earlier session's node is in the way."""
@@ -434,7 +433,7 @@ class LegacyConsumer:
     def _on_migration_state(self, state: MigrationState | None) -> None:
         """The group's migration state, now and on each change (a kazoo callback): switch the mode at once, so
         the next commit or fetch follows it, then have the advertisement say so."""
-        if self._closing:
+        if self._lifecycle.closing:
             return
         mode = mode_for(self.config.offsets_storage, self.config.dual_commit, state)
         previous = self._mode
@@ -455,11 +454,9 @@ class LegacyConsumer:
         self._emit("legacy.offsets_mode", **mode.trace_fields())
         self._advert_wanted.set()
 
-    def _advertise(self) -> bool:
+    def _write_advertisement(self) -> bool:
         """Write the advertisement of the mode in force, once no commit or fetch of an older mode is under way
         (so an epoch is advertised only when the member follows it). False if it could not be written now."""
-        if not self._registered:
-            return False  # the 0.8.2 registration comes first; re-registration writes it again
         self._advert_wanted.clear()
         try:
             with self._offsets_lock:
@@ -471,9 +468,11 @@ class LegacyConsumer:
         return True
 
     def _advertise_loop(self) -> None:
-        while not self._closing:
+        """Write the advertisement whenever it is due, once registered (the 0.8.2 registration comes first; a
+        re-registration writes it again)."""
+        while not self._lifecycle.closing:
             self._advert_wanted.wait()
-            if not self._advertise():
+            if not self._lifecycle.registered or not self._write_advertisement():
                 self._stopping.wait(self.config.backoff_ms / 1000.0)
 
     def _check_no_coordinator_members(self) -> None:
@@ -527,7 +526,7 @@ class LegacyConsumer:
     def _watch_fired(self, event) -> bool:
         """A real znode event; kazoo also calls watchers with type NONE when a session ends, and the
         new session re-arms everything itself."""
-        return not self._closing and event.type != EventType.NONE
+        return not self._lifecycle.closing and event.type != EventType.NONE
 
     def _on_ids_event(self, event) -> None:
         if self._watch_fired(event):
@@ -575,28 +574,19 @@ class LegacyConsumer:
             return []
 
     def _on_session_state(self, state: str) -> None:
-        was_suspended = self._suspended
-        self._connected = state == KazooState.CONNECTED
-        self._suspended = state == KazooState.SUSPENDED
+        after = self._lifecycle.connection_changed(state)
         if state == KazooState.LOST:
             # The session, and with it every owner znode, is gone: forget them before a new session
             # could make the old registry look owned again.
-            self._session_lost = True
-            self._registered = False
             self._lost_partitions.extend(self._registry)
             self._registry.clear()
             self._held.clear()
             self._uncertain.clear()
         self._publish_assignment()
-        if state != KazooState.CONNECTED or self._closing:
-            return
-        if self._session_lost:
-            self._session_lost = False
-            self._new_session_pending = True  # a rebalance still retrying on the old session gives way
+        if after is AfterConnect.NEW_SESSION:
             gevent.spawn(self._on_new_session)
-        elif was_suspended:
-            # Same session, new connection. kazoo forgets every watcher when a connection drops and
-            # does not send them again, so watch events of the gap are lost: re-arm, rebalance once.
+        elif after is AfterConnect.RECONNECTED:
+            # kazoo forgets every watcher when a connection drops and does not send them again.
             self._arm_watches()
             self._request_rebalance("reconnected")
 
@@ -604,12 +594,12 @@ class LegacyConsumer:
         """handleNewSession (§3.5): our ephemerals are gone; re-register, then rebalance."""
         self._emit("legacy.session_expired")
         with self._rebalance_lock:
-            self._new_session_pending = False
+            self._lifecycle.reregistration_began()
             lost, self._lost_partitions = sorted(set(self._lost_partitions)), []
             if lost:
                 self._run_listener("on_partitions_revoked", lost)
-            self._register()
-            self._advertise()  # the advertisement died with the old session too
+            if self._register():
+                self._write_advertisement()  # the advertisement died with the old session too
             self._arm_watches()
         self._synced_rebalance("session-expired")
 
@@ -621,7 +611,7 @@ class LegacyConsumer:
         """The watcher executor: triggers that arrive during a rebalance collapse into one more (§3.2)."""
         while True:
             self._rebalance_requested.wait()
-            if self._closing:
+            if self._lifecycle.closing:
                 return
             self._rebalance_requested.clear()
             reasons, self._pending_reasons = self._pending_reasons, set()
@@ -652,7 +642,7 @@ class LegacyConsumer:
     def _synced_rebalance(self, reason: str) -> bool:
         with self._rebalance_lock:
             for attempt in range(1, self.config.rebalance_max_retries + 1):
-                if self._closing or self._new_session_pending:
+                if self._lifecycle.closing or self._lifecycle.superseded:
                     return False
                 if self._attempt(attempt, reason):
                     return True
@@ -755,7 +745,7 @@ class LegacyConsumer:
 
     def _check_session(self, session) -> None:
         """An attempt begun in an expired session must not go on: it would claim while unregistered."""
-        if self._zk.client_id != session or self._new_session_pending:
+        if self._zk.client_id != session or self._lifecycle.superseded:
             raise ZkcoordError("the ZooKeeper session changed during the attempt; re-registering first")
 
     def _read_registration(self, consumer_id: str, ops: _Ops) -> layout.ConsumerRegistration:
@@ -934,7 +924,7 @@ class LegacyConsumer:
                 problem = error
             if self._mode != mode:
                 raise ZkcoordError(f"the offsets mode changed while the log did not answer; {problem}")
-            if not self._stopping.is_set() and not self._new_session_pending:
+            if not self._stopping.is_set() and not self._lifecycle.superseded:
                 log.warning(
                     "offset fetch from the log failed member=%s error=%s; retrying in %d ms",
                     self.consumer_id,
@@ -942,7 +932,7 @@ class LegacyConsumer:
                     self.config.offsets_channel_backoff_ms,
                 )
                 self._stopping.wait(self.config.offsets_channel_backoff_ms / 1000.0)
-            if self._stopping.is_set() or self._new_session_pending:
+            if self._stopping.is_set() or self._lifecycle.superseded:
                 raise ZkcoordError(
                     f"offset fetch from the log given up: the member is closing or re-registering; {problem}"
                 )
@@ -1043,11 +1033,12 @@ class LegacyConsumer:
         ``monotonic_before``/``monotonic_after`` bracket the switch, so a checker can order the
         changes of members in one process and prove that no two owned a partition at once.
         """
+        connected = self._lifecycle.connected
         threads: dict[str, list[TopicPartition]] = {thread: [] for thread in self._thread_ids}
-        if self._connected:
+        if connected:
             for tp, owned in sorted(self._registry.items()):
                 threads.setdefault(owned.thread_id, []).append(tp)
-        self._streams.show(self._registry if self._connected else {})
+        self._streams.show(self._registry if connected else {})
         if threads == self._assignment:
             return
         before = time.monotonic()
@@ -1056,7 +1047,7 @@ class LegacyConsumer:
         self._emit(
             "legacy.assignment",
             assignment={thread: [list(tp) for tp in tps] for thread, tps in threads.items()},
-            connected=self._connected,
+            connected=connected,
             monotonic_before=before,
             monotonic_after=after,
         )
