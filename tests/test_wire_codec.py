@@ -6,12 +6,12 @@ Expected values are written out from wire-protocol.md §3, never read back from 
 import msgpack
 import msgspec
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_wire_requests import VALID, request
 
 from zkcoord.wire import messages as m
-from zkcoord.wire.codec import API_NAMES, REQUEST_TYPES, decode_request, encode_response
+from zkcoord.wire.codec import API_NAMES, REQUEST_TYPES, decode_request, encode_response, read_request
 from zkcoord.wire.framing import FrameDecoder, encode_frame
 from zkcoord.wire.requests import REQUEST_SCHEMAS, check_request
 
@@ -166,3 +166,66 @@ def test_a_response_read_back_from_the_wire_is_the_same_response(response):
     read = msgpack.unpackb(wire, raw=False)
     assert msgspec.convert(read, type(response)) == response
     assert ("error_message" in read) == (getattr(response, "error_message", None) is not None)
+
+
+# ---- one pass: read_request refuses exactly what check_request refuses -----------------------------------------
+
+
+def paths(value, prefix=()):
+    """Every place in a request map: keys of maps and indexes of arrays, nested ones too."""
+    found = [prefix]
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found += paths(item, (*prefix, key))
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            found += paths(item, (*prefix, index))
+    return found
+
+
+def mutated(message, path, action, value):
+    """A deep copy of ``message`` with the item at ``path`` dropped, replaced by ``value``, or given a new key."""
+    copy = msgpack.unpackb(msgpack.packb(message, use_bin_type=True), raw=False, strict_map_key=False)
+    if not path:
+        return copy
+    parent = copy
+    for step in path[:-1]:
+        parent = parent[step]
+    last = path[-1]
+    if action == "drop" and isinstance(parent, dict):
+        del parent[last]
+    elif action == "extra" and isinstance(parent[last], dict):
+        parent[last][value if isinstance(value, (str, int)) else "extra"] = value
+    else:
+        parent[last] = value
+    return copy
+
+
+ODD_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**64), 2**64),
+    st.sampled_from([-(2**7) - 1, 2**7, -(2**31) - 1, 2**31, 2**63, -(2**63) - 1]),
+    st.floats(allow_nan=False),
+    st.text(max_size=4),
+    st.binary(max_size=4),
+    st.lists(st.integers(0, 3) | st.text(max_size=2), max_size=2),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.sampled_from(sorted(VALID)), st.data())
+def test_read_request_refuses_exactly_what_check_request_refuses(api, data):
+    message = VALID[api]
+    path = data.draw(st.sampled_from(paths(message)[1:] or [()]))
+    if path and path[0] in ("api", "api_version", "correlation_id"):
+        path = ()  # the header was checked by the frame decoder already
+    action = data.draw(st.sampled_from(["drop", "replace", "extra"]))
+    candidate = mutated(message, path, action, data.draw(ODD_VALUES))
+    read = read_request(candidate, "/127.0.0.1")
+    refusal = check_request(candidate)
+    if refusal is not None:
+        assert read == refusal
+    else:
+        assert type(read) is REQUEST_TYPES[api]

@@ -138,12 +138,25 @@ class CoordinatorRuntime:
             return  # an append completed while effects run: the loop below picks it up
         self._draining = True
         try:
-            core = self.core
+            core, timers, steps = self.core, self.timers, self.steps
             while True:
                 effects = core.take_effects()
                 if effects:
+                    # One loop, no call per effect: a heartbeat's two effects are most of what the hub does.
                     for effect in effects:
-                        self._carry_out(effect)
+                        kind = type(effect)
+                        if kind is Reply:
+                            request, send = self._waiting.pop(effect.request_id)
+                            if steps is None:
+                                send(effect.response)
+                            else:
+                                steps.after(request, effect.response, send)
+                        elif kind is Schedule:
+                            timers.schedule(effect.key, effect.deadline_ms)
+                        elif kind is Cancel:
+                            timers.cancel(effect.key)
+                        else:
+                            self._append(effect)
                 elif self._completed:
                     append, error, base_offset = self._completed.popleft()
                     if self._on_append_done is not None:
@@ -154,22 +167,10 @@ class CoordinatorRuntime:
         finally:
             self._draining = False
 
-    def _carry_out(self, effect) -> None:
-        kind = type(effect)
-        if kind is Reply:
-            request, send = self._waiting.pop(effect.request_id)
-            if self.steps is None:
-                send(effect.response)
-            else:
-                self.steps.after(request, effect.response, send)
-        elif kind is Schedule:
-            self.timers.schedule(effect.key, effect.deadline_ms)
-        elif kind is Cancel:
-            self.timers.cancel(effect.key)
-        else:
-            self._appending.setdefault(effect.partition, deque()).append(effect)
-            done = functools.partial(self._append_done, effect.partition, effect.batch_id)
-            self.log.append(effect.partition, effect.records, self.clock.now_ms(), done)
+    def _append(self, append: Append) -> None:
+        self._appending.setdefault(append.partition, deque()).append(append)
+        done = functools.partial(self._append_done, append.partition, append.batch_id)
+        self.log.append(append.partition, append.records, self.clock.now_ms(), done)
 
     def _append_done(self, partition: int, batch_id: int, error: ErrorCode | None, base_offset: int) -> None:
         self._outcomes[batch_id] = (error, base_offset)

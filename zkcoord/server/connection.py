@@ -22,11 +22,10 @@ from gevent.event import Event
 from gevent.server import StreamServer
 
 from zkcoord.errors import ErrorCode
-from zkcoord.wire.codec import decode_request, encode_response
+from zkcoord.wire.codec import encode_response, read_request
 from zkcoord.wire.connection import ServerConnection
 from zkcoord.wire.framing import DEFAULT_MAX_REQUEST_BYTES, FrameError
 from zkcoord.wire.messages import ErrorResponse, Message, Request, Response
-from zkcoord.wire.requests import check_request
 
 log = logging.getLogger(__name__)
 
@@ -144,9 +143,8 @@ class _Connection:
         """Answer one request; False when the connection can no longer be written to."""
         self._server.requests_total += 1
         correlation_id = message["correlation_id"]
-        response = check_request(message)
-        if response is None:
-            response = self._dispatched(decode_request(message, self.client_host), message)
+        request = read_request(message, self.client_host)
+        response = request if type(request) is dict else self._dispatched(request, message)
         return self._send(correlation_id, response)
 
     def _dispatched(self, request: Request, message: dict) -> object:

@@ -25,9 +25,8 @@ from zkcoord.model import GroupState, TopicPartition
 from zkcoord.offsets.records import RecordKey, RecordValue
 from zkcoord.offsets.store import CommittedOffset
 from zkcoord.runtime import CoordinatorRuntime, MemoryLog
-from zkcoord.wire.codec import decode_request, encode_response
+from zkcoord.wire.codec import encode_response, read_request
 from zkcoord.wire.messages import MetadataResponseBroker, Response
-from zkcoord.wire.requests import check_request
 
 HARNESS_NODE = MetadataResponseBroker(node_id=0, host="127.0.0.1", port=0)
 HARNESS_CLIENT_HOST = "/127.0.0.1"
@@ -169,12 +168,11 @@ class CoordinatorHarness:
         """Handle one wire-protocol request map; the handle is done at once unless the protocol parks it."""
         correlation_id = request.get("correlation_id")
         handle = RequestHandle(correlation_id if isinstance(correlation_id, int) else -1)
-        error = check_request(request)
-        if error is not None:
-            handle.complete(error)
-            return handle
-        typed = decode_request(request, HARNESS_CLIENT_HOST)
-        self.runtime.submit(typed, lambda response: handle.complete(_as_read(response)))
+        typed = read_request(request, HARNESS_CLIENT_HOST)
+        if type(typed) is dict:
+            handle.complete(typed)
+        else:
+            self.runtime.submit(typed, lambda response: handle.complete(_as_read(response)))
         return handle
 
     def advance(self, ms: int) -> None:

@@ -1,9 +1,11 @@
 """zkcoord's msgpack protocol onto the typed messages of :mod:`zkcoord.wire.messages`, both ways.
 
-A request map that passed :func:`zkcoord.wire.requests.check_request` becomes its typed request
-(:func:`decode_request`); a typed response becomes the map the wire carries (:func:`encode_response`). The
-maps are exactly those of wire-protocol.md §3: field order as the classes list them, nil where a field is
-None, and no ``error_message`` unless there is one.
+A request map with a valid header becomes its typed request, or the 35/42 response that refuses it, in one
+pass (:func:`read_request`): the map is converted to its class, whose types are the checks of
+wire-protocol.md §3; only a map that fails is walked again by :func:`zkcoord.wire.requests.check_request`,
+for the message naming the field. A typed response becomes the map the wire carries
+(:func:`encode_response`): field order as the classes list them, nil where a field is None, and no
+``error_message`` unless there is one.
 
 Pure: imports only msgspec and zkcoord.wire; no IO.
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 import msgspec
 
 from zkcoord.wire import messages as m
+from zkcoord.wire.requests import SUPPORTED_APIS, check_request
 
 REQUEST_TYPES: dict[str, type[m.Request]] = {
     "ApiVersions": m.ApiVersionsRequest,
@@ -37,22 +40,52 @@ _NIL_MEANS_DEFAULT: dict[str, tuple[str, ...]] = {
     "OffsetCommit": ("if_greater",),
     "OffsetFetch": ("log_only",),
 }
-_BUILTIN_TYPES = (bytes,)
+_BUILTIN_TYPES = (bytes,)  # so that a str is never taken for bytes (msgspec would base64-decode it)
+_ID_TYPES = (str, type(None))
+
+
+def read_request(message: dict, client_host: str = "") -> m.Request | dict:
+    """The typed request of a request map with a valid header, or the response map refusing it (35 or 42).
+
+    ``client_host`` is the peer's address, which a JoinGroup keeps for DescribeGroups.
+    """
+    api, version = message.get("api"), message.get("api_version")
+    request_type = REQUEST_TYPES.get(api) if type(api) is str else None
+    if (
+        request_type is not None
+        and type(version) is int
+        and SUPPORTED_APIS[api][0] <= version <= SUPPORTED_APIS[api][1]
+        and type(message.get("client_id")) in _ID_TYPES
+    ):
+        prepared = _prepared(api, message, client_host)
+        try:
+            return msgspec.convert(prepared, request_type, builtin_types=_BUILTIN_TYPES)
+        except msgspec.ValidationError:
+            pass  # check_request says why, or the map holds keys that are no strings (ignored, as unknown keys are)
+    refusal = check_request(message)
+    if refusal is not None:
+        return refusal
+    return msgspec.convert(
+        _string_keys_only(_prepared(api, message, client_host)), request_type, builtin_types=_BUILTIN_TYPES
+    )
 
 
 def decode_request(message: dict, client_host: str = "") -> m.Request:
-    """The typed request of a checked request map; ``client_host`` is the peer's address (JoinGroup keeps it)."""
-    api = message["api"]
+    """The typed request of a map that passed :func:`~zkcoord.wire.requests.check_request`."""
+    request = read_request(message, client_host)
+    if type(request) is dict:
+        raise ValueError(f"not a valid request: {request['error_message']}")
+    return request
+
+
+def _prepared(api: str, message: dict, client_host: str) -> dict:
+    """``message`` with nil dropped where nil means the default, and a JoinGroup's client id and host."""
     defaulted = _NIL_MEANS_DEFAULT.get(api)
     if defaulted is not None and any(message.get(name) is None for name in defaulted):
         message = {name: value for name, value in message.items() if value is not None or name not in defaulted}
     if api == "JoinGroup":
         message = {**message, "client_id": message.get("client_id") or "", "client_host": client_host}
-    try:
-        return msgspec.convert(message, REQUEST_TYPES[api])
-    except msgspec.ValidationError:
-        # Unknown keys are ignored, even keys that are no strings (a map inside a key): drop those and retry.
-        return msgspec.convert(_string_keys_only(message), REQUEST_TYPES[api])
+    return message
 
 
 def _string_keys_only(value: object) -> object:

@@ -6,7 +6,9 @@ differences stay in the codecs: the cores see one shape per API. Two fields are 
 OffsetCommit's ``if_greater`` and OffsetFetch's ``log_only`` (docs/protocol.md). JoinGroup also carries the
 member's ``client_id`` and ``client_host``, which Kafka takes from the request header and the connection.
 
-Responses list their fields in wire order; a codec leaves a response's ``error_message`` out when it is None.
+Requests are typed as strictly as wire-protocol.md §3 checks them (nullable fields default to None, ints have
+Kafka's widths), so converting a request map to its class is also its check. Responses list their fields in
+wire order; a codec leaves a response's ``error_message`` out when it is None.
 Classes are msgspec Structs: frozen, slotted and cheap to build on the hot path.
 
 Pure: imports only msgspec and zkcoord.model; no IO.
@@ -14,7 +16,14 @@ Pure: imports only msgspec and zkcoord.model; no IO.
 
 from __future__ import annotations
 
-from msgspec import Struct
+from typing import Annotated
+
+from msgspec import Meta, Struct
+
+# Kafka's integer widths: a request whose value does not fit is refused (wire-protocol.md §2).
+Int8 = Annotated[int, Meta(ge=-(2**7), le=2**7 - 1)]
+Int32 = Annotated[int, Meta(ge=-(2**31), le=2**31 - 1)]
+Int64 = Annotated[int, Meta(ge=-(2**63), le=2**63 - 1)]
 
 # ---- requests ------------------------------------------------------------------------------------------
 
@@ -28,12 +37,12 @@ class ApiVersionsRequest(Message, kw_only=True):
 
 
 class MetadataRequest(Message, kw_only=True):
-    topics: tuple[str, ...] | None  # None: every topic
+    topics: tuple[str, ...] | None = None  # None: every topic
 
 
 class FindCoordinatorRequest(Message, kw_only=True):
     key: str
-    key_type: int = 0
+    key_type: Int8
 
 
 class JoinGroupRequestProtocol(Message, kw_only=True):
@@ -43,8 +52,8 @@ class JoinGroupRequestProtocol(Message, kw_only=True):
 
 class JoinGroupRequest(Message, kw_only=True):
     group_id: str | None = None
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
+    session_timeout_ms: Int32
+    rebalance_timeout_ms: Int32
     member_id: str
     group_instance_id: str | None = None
     protocol_type: str
@@ -60,7 +69,7 @@ class SyncGroupRequestAssignment(Message, kw_only=True):
 
 class SyncGroupRequest(Message, kw_only=True):
     group_id: str | None = None
-    generation_id: int
+    generation_id: Int32
     member_id: str
     group_instance_id: str | None = None
     protocol_type: str | None = None
@@ -70,7 +79,7 @@ class SyncGroupRequest(Message, kw_only=True):
 
 class HeartbeatRequest(Message, kw_only=True):
     group_id: str | None = None
-    generation_id: int
+    generation_id: Int32
     member_id: str
     group_instance_id: str | None = None
 
@@ -86,8 +95,8 @@ class LeaveGroupRequest(Message, kw_only=True):
 
 
 class OffsetCommitRequestPartition(Message, kw_only=True):
-    partition_index: int
-    committed_offset: int
+    partition_index: Int32
+    committed_offset: Int64
     committed_metadata: str | None = None
 
 
@@ -98,22 +107,22 @@ class OffsetCommitRequestTopic(Message, kw_only=True):
 
 class OffsetCommitRequest(Message, kw_only=True):
     group_id: str | None = None
-    generation_id: int
+    generation_id: Int32
     member_id: str
     group_instance_id: str | None = None
-    retention_time_ms: int | None = None  # None or -1: the server's default
+    retention_time_ms: Int64 | None = None  # None or -1: the server's default
     if_greater: bool = False  # zkcoord's: only where the log has no offset or a smaller one
     topics: tuple[OffsetCommitRequestTopic, ...]
 
 
 class OffsetFetchRequestTopic(Message, kw_only=True):
     name: str
-    partition_indexes: tuple[int, ...]
+    partition_indexes: tuple[Int32, ...]
 
 
 class OffsetFetchRequest(Message, kw_only=True):
     group_id: str | None = None
-    topics: tuple[OffsetFetchRequestTopic, ...] | None  # None: every partition with an offset
+    topics: tuple[OffsetFetchRequestTopic, ...] | None = None  # None: every partition with an offset
     log_only: bool = False  # zkcoord's: the log's own offsets, never ZooKeeper's
 
 
@@ -130,7 +139,7 @@ class DeleteGroupsRequest(Message, kw_only=True):
 
 
 class OffsetDeleteRequestPartition(Message, kw_only=True):
-    partition_index: int
+    partition_index: Int32
 
 
 class OffsetDeleteRequestTopic(Message, kw_only=True):
