@@ -17,8 +17,8 @@ from collections.abc import Callable
 
 from zkcoord.client import Consumer
 from zkcoord.legacy.consumer import LegacyConsumer
-from zkcoord.legacy.trace import JsonLinesTraceWriter
 from zkcoord.sources import open_source
+from zkcoord.trace import JsonLinesTraceWriter
 
 log = logging.getLogger(__name__)
 

@@ -56,8 +56,8 @@ import gevent
 import msgpack
 from kazoo.client import KazooClient
 
+from zkcoord.channel import WireConnection
 from zkcoord.group.coordinator import partition_for
-from zkcoord.wire.client import WireConnection
 from zkcoord.zk import admin
 from zkcoord.zk.server import EmbeddedZooKeeper
 

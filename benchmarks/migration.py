@@ -55,16 +55,16 @@ from coordinator import CpuWindow, Server, bench_directory, create_topics, machi
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError
 
+from zkcoord.channel import CoordinatorChannel
 from zkcoord.cli.common import zookeeper as cli_zookeeper
-from zkcoord.client.bootstrap import discover_nodes
 from zkcoord.log.inspect import scan_partition
 from zkcoord.log.segment import partition_directories
 from zkcoord.migration.phases import MigrationError
 from zkcoord.migration.runner import Runner, load_steps
 from zkcoord.migration.verify import verify_groups
 from zkcoord.offsets.records import decode_offset_commit
-from zkcoord.wire.channel import CoordinatorChannel
 from zkcoord.zk import layout
+from zkcoord.zk.nodes import discover_nodes
 from zkcoord.zk.offsets import BATCH, read_groups_offsets, write_offsets
 from zkcoord.zk.server import EmbeddedZooKeeper, four_letter_word
 

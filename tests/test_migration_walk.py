@@ -19,15 +19,15 @@ import pytest
 from cluster_support import Cluster, eventually
 from legacy_support import prepare_cluster
 
-from zkcoord.client.bootstrap import discover_nodes
+from zkcoord.channel import CoordinatorChannel
 from zkcoord.errors import ConsumerTimeoutError
 from zkcoord.legacy.consumer import LegacyConsumer
 from zkcoord.migration import store
 from zkcoord.migration.phases import RULES, Phase, read_offset
 from zkcoord.migration.verify import fetch_log_offsets
 from zkcoord.sources import SyntheticSource
-from zkcoord.wire.channel import CoordinatorChannel
 from zkcoord.zk import admin, layout
+from zkcoord.zk.nodes import discover_nodes
 from zkcoord.zk.offsets import read_group_offsets, write_offsets
 
 GROUP = "g"

@@ -2,7 +2,7 @@
 
 import json
 
-from zkcoord.legacy.trace import TRACE_SCHEMA, JsonLinesTraceWriter, make_event, read_trace
+from zkcoord.trace import TRACE_SCHEMA, JsonLinesTraceWriter, make_event, read_trace
 
 
 def test_make_event_fields():

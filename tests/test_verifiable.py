@@ -2,7 +2,6 @@
 
 import json
 
-from zkcoord.legacy.trace import make_event
 from zkcoord.model import TopicPartition
 from zkcoord.testing.legacy import ownership_overlaps
 from zkcoord.testing.verifiable import (
@@ -16,6 +15,7 @@ from zkcoord.testing.verifiable import (
     read_traces,
     rebalance_transitions,
 )
+from zkcoord.trace import make_event
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
 

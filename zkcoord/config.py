@@ -7,10 +7,11 @@ logged and ignored, as Kafka's VerifiableProperties does, so operators can reuse
 import dataclasses
 import logging
 import typing
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
 from zkcoord.errors import ConfigError
+from zkcoord.model import Address
 
 log = logging.getLogger(__name__)
 
@@ -65,3 +66,19 @@ def build_config(cls: type[C], properties: Mapping[str, Any] | None = None, **ov
     if missing:
         raise ConfigError(f"missing required propert{'y' if len(missing) == 1 else 'ies'}: {', '.join(missing)}")
     return cls(**values)
+
+
+def parse_bootstrap_servers(servers: str | Iterable[str]) -> list[Address]:
+    """``"h1:9092,h2:9092"`` or ``["h1:9092", ...]`` → ``[("h1", 9092), ...]`` (IPv6 as ``[::1]:9092``)."""
+    items = servers.split(",") if isinstance(servers, str) else list(servers)
+    addresses = []
+    for item in (text.strip() for text in items):
+        if not item:
+            continue
+        host, separator, port = item.rpartition(":")
+        if not separator or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigError(f"bootstrap.servers: {item!r} is not host:port")
+        addresses.append((host.strip("[]"), int(port)))
+    if not addresses:
+        raise ConfigError("bootstrap.servers: no host:port given")
+    return addresses

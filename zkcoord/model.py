@@ -24,3 +24,6 @@ class GroupState(str, enum.Enum):
     # As enum.StrEnum (3.11+) does: print and format as the name Kafka shows, not "GroupState.STABLE".
     __str__ = str.__str__
     __format__ = str.__format__
+
+
+Address = tuple[str, int]  # (host, port) of a node

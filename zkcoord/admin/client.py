@@ -35,7 +35,7 @@ from zkcoord.admin.model import (
     offset_rows,
     plan_reset,
 )
-from zkcoord.client.bootstrap import Address, discover_nodes, parse_bootstrap_servers
+from zkcoord.config import parse_bootstrap_servers
 from zkcoord.errors import (
     ConfigError,
     CoordinatorResponseError,
@@ -45,9 +45,9 @@ from zkcoord.errors import (
 )
 from zkcoord.migration.phases import RULES, Phase, read_offset
 from zkcoord.migration.store import read_state
-from zkcoord.model import GroupState, TopicPartition
+from zkcoord.model import Address, GroupState, TopicPartition
 from zkcoord.zk import layout
-from zkcoord.zk.nodes import read_nodes
+from zkcoord.zk.nodes import discover_nodes, read_nodes
 
 PartitionsArg = Iterable[TopicPartition | tuple[str, int] | str]
 

@@ -3,7 +3,7 @@
 FindCoordinator on any node, then the group's coordinator, retrying 14/15/16 with backoff until
 ``request_timeout_ms``; answers become the results and errors of :mod:`zkcoord.admin.model`.
 
-IO: blocking sockets (``zkcoord.wire.channel``) under timeouts. Must not import kazoo, the CLI, the
+IO: blocking sockets (``zkcoord.channel``) under timeouts. Must not import kazoo, the CLI, the
 renderer, the server or gevent.
 """
 
@@ -23,6 +23,8 @@ from zkcoord.admin.model import (
     Node,
     OffsetAndMetadata,
 )
+from zkcoord.channel import RETRIABLE, CoordinatorChannel, Unreachable
+from zkcoord.channel import top_level_error as _top_level
 from zkcoord.errors import (
     CoordinatorNotAvailableError,
     CoordinatorResponseError,
@@ -31,9 +33,7 @@ from zkcoord.errors import (
     GroupNotEmptyError,
     error_for,
 )
-from zkcoord.model import TopicPartition
-from zkcoord.wire.channel import RETRIABLE, Address, CoordinatorChannel, Unreachable
-from zkcoord.wire.channel import top_level_error as _top_level
+from zkcoord.model import Address, TopicPartition
 from zkcoord.wire.consumer_protocol import ConsumerProtocolError, decode_assignment
 from zkcoord.wire.requests import simple_offset_commit
 

@@ -48,7 +48,7 @@ def _format_partitions(partitions: Sequence[TopicPartition]) -> str:
 
 def cmd_legacy_run(args: argparse.Namespace) -> int:
     from zkcoord.legacy.consumer import LegacyConsumer
-    from zkcoord.legacy.trace import JsonLinesTraceWriter
+    from zkcoord.trace import JsonLinesTraceWriter
 
     properties = read_properties(args.consumer_config) if args.consumer_config else {}
     properties.update(parse_key_values(args.consumer_property, "--consumer-property"))

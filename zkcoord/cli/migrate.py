@@ -15,9 +15,10 @@ from zkcoord.cli.common import EXIT_OK, EXIT_PROBLEM, emit_json, print_table, zo
 
 @contextlib.contextmanager
 def _migration_runner(args: argparse.Namespace) -> Iterator:
-    from zkcoord.client.bootstrap import discover_nodes, parse_bootstrap_servers
+    from zkcoord.channel import CoordinatorChannel
+    from zkcoord.config import parse_bootstrap_servers
     from zkcoord.migration.runner import Runner, load_steps
-    from zkcoord.wire.channel import CoordinatorChannel
+    from zkcoord.zk.nodes import discover_nodes
 
     steps = load_steps(args.migrations_dir)
     with zookeeper(args) as client:

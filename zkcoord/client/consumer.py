@@ -39,7 +39,6 @@ from zkcoord.errors import (
     WakeupError,
     ZkcoordError,
 )
-from zkcoord.legacy.trace import TraceSink
 from zkcoord.membership import (
     Completed,
     Fatal,
@@ -51,6 +50,7 @@ from zkcoord.membership import (
 )
 from zkcoord.model import TopicPartition
 from zkcoord.sources import Record, RecordSource, SyntheticSource
+from zkcoord.trace import TraceSink
 from zkcoord.zk.session import ThreadQueue, ThreadResult
 
 log = logging.getLogger(__name__)

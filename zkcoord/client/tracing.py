@@ -4,7 +4,7 @@ committed, its listener's callbacks.
 Events go to the sinks given to the consumer; without sinks nothing is built. Assignments traced outside a
 rebalance carry the generation and member id of the member's last state change.
 
-Imports zkcoord.legacy.trace (the trace schema), zkcoord.membership's events, zkcoord.model and zkcoord.sources
+Imports zkcoord.trace (the trace schema), zkcoord.membership's events, zkcoord.model and zkcoord.sources
 (for Record); must not import the worker or the consumer. Its only IO is the sinks it is given.
 """
 
@@ -12,10 +12,10 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from zkcoord.legacy.trace import TraceSink, make_event
 from zkcoord.membership import Reconcile, Transition
 from zkcoord.model import TopicPartition
 from zkcoord.sources import Record
+from zkcoord.trace import TraceSink, make_event
 
 
 class ConsumerTrace:

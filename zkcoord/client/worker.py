@@ -18,12 +18,14 @@ import gevent
 import gevent.event
 from gevent import socket
 
-from zkcoord.client.bootstrap import Address, discover_nodes, parse_bootstrap_servers
 from zkcoord.client.config import ConsumerConfig
+from zkcoord.config import parse_bootstrap_servers
 from zkcoord.errors import ZkcoordError
 from zkcoord.membership import Completed, GroupMember, Send
 from zkcoord.membership.effects import ANY_NODE
+from zkcoord.model import Address
 from zkcoord.wire.connection import ClientConnection, ProtocolError
+from zkcoord.zk.nodes import discover_nodes
 from zkcoord.zk.session import HubThread, make_kazoo_client
 
 log = logging.getLogger(__name__)

@@ -16,8 +16,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from zkcoord.legacy.trace import JsonLinesTraceWriter, make_event
 from zkcoord.sources import open_source
+from zkcoord.trace import JsonLinesTraceWriter, make_event
 
 log = logging.getLogger(__name__)
 READY = "ready"

@@ -31,6 +31,7 @@ from pathlib import Path
 from kazoo.client import KazooClient
 from prometheus_client.parser import text_string_to_metric_families
 
+from zkcoord.channel import CoordinatorChannel
 from zkcoord.compare.member import READY
 from zkcoord.compare.scenarios import (
     SCENARIOS,
@@ -43,11 +44,10 @@ from zkcoord.compare.scenarios import (
     Workload,
     plan,
 )
-from zkcoord.legacy.trace import JsonLinesTraceWriter, make_event
 from zkcoord.sources import SyntheticSource
 from zkcoord.testing.node_process import HOST, NodeProcess
 from zkcoord.testing.zookeeper import fresh_chroot
-from zkcoord.wire.channel import CoordinatorChannel
+from zkcoord.trace import JsonLinesTraceWriter, make_event
 from zkcoord.zk import admin
 from zkcoord.zk.server import EmbeddedZooKeeper, four_letter_word
 

@@ -19,7 +19,7 @@ import gevent
 import gevent.lock
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 
-from zkcoord.errors import CommitFailedError, ErrorCode, ZkcoordError
+from zkcoord.errors import CommitFailedError, ZkcoordError, error_name
 from zkcoord.legacy.context import MemberContext, MemberPart
 from zkcoord.legacy.offsets import LogOffsets, LogUnavailableError, OffsetsMode, mode_for
 from zkcoord.legacy.ownership import ZkOps
@@ -29,13 +29,6 @@ from zkcoord.model import TopicPartition
 from zkcoord.zk import layout
 
 log = logging.getLogger(__name__)
-
-
-def _error_name(code: int) -> str:
-    try:
-        return ErrorCode(code).name
-    except ValueError:
-        return f"error {code}"
 
 
 class OffsetCommits(MemberPart):
@@ -178,9 +171,7 @@ class OffsetCommits(MemberPart):
             if refused:
                 raise CommitFailedError(
                     f"the log refused offsets of {len(refused)} partition(s): "
-                    + ", ".join(
-                        f"{tp.topic}-{tp.partition} {_error_name(code)}" for tp, code in sorted(refused.items())
-                    )
+                    + ", ".join(f"{tp.topic}-{tp.partition} {error_name(code)}" for tp, code in sorted(refused.items()))
                 )
 
     def commit_quietly(self) -> bool:

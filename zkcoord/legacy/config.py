@@ -4,8 +4,7 @@ import re
 from dataclasses import dataclass
 
 from zkcoord import env
-from zkcoord.client.bootstrap import parse_bootstrap_servers
-from zkcoord.config import kafka_field
+from zkcoord.config import kafka_field, parse_bootstrap_servers
 from zkcoord.errors import ConfigError
 from zkcoord.zk.layout import DEFAULT_ROOT, is_legal_name
 

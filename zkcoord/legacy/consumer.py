@@ -28,14 +28,13 @@ import gevent
 import gevent.event
 import gevent.socket
 
-from zkcoord.client.bootstrap import Address, discover_nodes, parse_bootstrap_servers
+from zkcoord.channel import INITIAL_BACKOFF_S, CoordinatorChannel
 from zkcoord.clock import SystemClock
-from zkcoord.config import build_config
+from zkcoord.config import build_config, parse_bootstrap_servers
 from zkcoord.errors import (
     CommitFailedError,
     ConsumerRebalanceFailedError,
     CoordinatorMembersError,
-    CoordinatorResponseError,
     SourceError,
     ZkcoordError,
     ZooKeeperConnectionError,
@@ -50,11 +49,11 @@ from zkcoord.legacy.rebalance import RebalanceListener, Rebalancer
 from zkcoord.legacy.states import Lifecycle
 from zkcoord.legacy.stream import WILDCARD_STREAMS, KafkaStream, Owned, Streams
 from zkcoord.legacy.subscription import registration_for
-from zkcoord.legacy.trace import TraceSink
 from zkcoord.migration.store import watch_state
-from zkcoord.model import TopicPartition
+from zkcoord.model import Address, TopicPartition
 from zkcoord.sources import RecordSource, SyntheticSource
-from zkcoord.wire.channel import INITIAL_BACKOFF_S, CoordinatorChannel
+from zkcoord.trace import TraceSink
+from zkcoord.zk.nodes import discover_nodes
 from zkcoord.zk.session import HubThread, make_kazoo_client
 
 __all__ = ["WILDCARD_STREAMS", "KafkaStream", "LegacyConsumer", "RebalanceListener", "make_consumer_id"]
@@ -260,7 +259,6 @@ class LegacyConsumer:
             self.config.effective_client_id,
             self.config.offsets_channel_socket_timeout_ms,
             unavailable=LogUnavailableError,
-            error_for=lambda code, message: CoordinatorResponseError(code, message or ""),
             sleep=gevent.sleep,
             create_connection=gevent.socket.create_connection,
             initial_backoff_s=min(INITIAL_BACKOFF_S, backoff_s),

@@ -15,7 +15,7 @@ from kazoo.client import KazooClient
 from zkcoord.legacy.config import LegacyConsumerConfig
 from zkcoord.legacy.ownership import Ownership
 from zkcoord.legacy.states import Lifecycle
-from zkcoord.legacy.trace import TraceSink, make_event
+from zkcoord.trace import TraceSink, make_event
 from zkcoord.zk.layout import ConsumerRegistration
 
 log = logging.getLogger(__name__)

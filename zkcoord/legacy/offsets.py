@@ -6,23 +6,23 @@ once it has one, wins over the config (``zkcoord.migration.phases.RULES``). :cla
 member's OffsetCommit, OffsetFetch and DescribeGroups to the group's coordinator, as 0.8.2 sends its v1
 requests to the offset manager.
 
-IO: only through the :class:`~zkcoord.wire.channel.CoordinatorChannel` it is given (gevent sockets and
+IO: only through the :class:`~zkcoord.channel.CoordinatorChannel` it is given (gevent sockets and
 sleep inside the member's hub).
 """
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from zkcoord.channel import RETRIABLE, CoordinatorChannel, top_level_error
 from zkcoord.errors import ErrorCode, ZkcoordError, error_for
 from zkcoord.legacy.config import OFFSETS_STORAGE_KAFKA, OFFSETS_STORAGE_ZOOKEEPER
 from zkcoord.migration.phases import LOG, MAX, NO_OFFSET, RULES, ZK, MigrationState, Phase, StoreRule
-from zkcoord.model import TopicPartition
-from zkcoord.wire.channel import RETRIABLE, CoordinatorChannel, top_level_error
+from zkcoord.model import GroupState, TopicPartition
 from zkcoord.wire.requests import partition_error_codes, simple_offset_commit
 from zkcoord.zk import layout
 
 # Group states in which a coordinator group has nobody who could be consuming (wire-protocol.md §3).
-INACTIVE_STATES = frozenset({"Empty", "Dead"})
+INACTIVE_STATES = frozenset({GroupState.EMPTY, GroupState.DEAD})
 
 
 class LogUnavailableError(ZkcoordError):

@@ -28,10 +28,10 @@ from zkcoord.legacy.commits import OffsetCommits
 from zkcoord.legacy.context import MemberContext, MemberPart
 from zkcoord.legacy.ownership import ClaimConflict, OwnerNodes, ZkOps
 from zkcoord.legacy.stream import Owned
-from zkcoord.legacy.subscription import TopicFilter, expand
 from zkcoord.model import TopicPartition
 from zkcoord.zk import layout
 from zkcoord.zk.layout import ZnodeDecodeError
+from zkcoord.zk.topic_filter import TopicFilter, expand
 
 log = logging.getLogger(__name__)
 

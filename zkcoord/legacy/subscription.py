@@ -2,16 +2,14 @@
 filter (legacy-zk-protocol.md §2.3–2.4). Pure.
 
 The filters and their expansion against the topic list live in :mod:`zkcoord.zk.topic_filter`, which the
-ZooKeeper tools share; ``TopicFilter`` and ``expand`` are re-exported here for the member.
+ZooKeeper tools share.
 """
 
 from collections.abc import Mapping
 
 from zkcoord.errors import ConfigError
 from zkcoord.zk.layout import PATTERN_BLACKLIST, PATTERN_STATIC, PATTERN_WHITELIST, ConsumerRegistration, is_legal_name
-from zkcoord.zk.topic_filter import TopicFilter, expand
-
-__all__ = ["TopicFilter", "expand", "registration_for"]
+from zkcoord.zk.topic_filter import TopicFilter
 
 
 def registration_for(

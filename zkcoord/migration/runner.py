@@ -7,7 +7,7 @@ runs S and "S applied" (or removed) after S's post-condition holds, each by comp
 idempotent, so a run killed at any point is finished by running the same command again: the step under
 way is run again first.
 
-IO: a kazoo client (any handler) and a :class:`~zkcoord.wire.channel.CoordinatorChannel`.
+IO: a kazoo client (any handler) and a :class:`~zkcoord.channel.CoordinatorChannel`.
 """
 
 import contextlib
@@ -22,6 +22,7 @@ from types import ModuleType
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
+from zkcoord.channel import CoordinatorChannel, top_level_error
 from zkcoord.errors import ZkcoordError
 from zkcoord.migration import store
 from zkcoord.migration.phases import (
@@ -33,7 +34,6 @@ from zkcoord.migration.phases import (
     members_behind,
 )
 from zkcoord.migration.verify import fetch_log_offsets, raise_for
-from zkcoord.wire.channel import CoordinatorChannel, top_level_error
 from zkcoord.wire.requests import partition_error_codes, simple_offset_commit
 from zkcoord.zk import layout
 from zkcoord.zk.offsets import GuardedWrite, read_group_offsets, write_offsets_if_greater

@@ -5,7 +5,7 @@ coordinators are asked with pipelined FindCoordinator and OffsetFetch requests, 
 A partition *regresses* when readers of the group's phase would see less than was committed
 (``phases.regressions``); the write-behind lag is how far ZooKeeper is behind the log where it is.
 
-IO: a kazoo client (any handler) and a :class:`~zkcoord.wire.channel.CoordinatorChannel`.
+IO: a kazoo client (any handler) and a :class:`~zkcoord.channel.CoordinatorChannel`.
 """
 
 import logging
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
+from zkcoord.channel import RETRIABLE, CoordinatorChannel, Unreachable, top_level_error
 from zkcoord.errors import error_name
 from zkcoord.migration.phases import (
     Comparison,
@@ -27,7 +28,6 @@ from zkcoord.migration.phases import (
     decode_state,
     regressions,
 )
-from zkcoord.wire.channel import RETRIABLE, CoordinatorChannel, Unreachable, top_level_error
 from zkcoord.zk import layout
 from zkcoord.zk.offsets import read_groups_offsets
 

@@ -16,8 +16,8 @@ from zkcoord.pipeline.report_html import render_report
 from zkcoord.pipeline.report_metrics import KEY, compute, is_type
 from zkcoord.pipeline.report_summary import METRICS, ratio_rows, sort_rows, terminal_table
 from zkcoord.pipeline.spark import DEFAULT_MASTER, spark_session
+from zkcoord.trace import TRACE_SCHEMA
 
-TRACE_SCHEMA = "zkcoord.trace/1"
 TIMELINE_PARTITIONS = 64
 TIMELINE_INTERVALS = 20_000
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
+from zkcoord.channel import WireConnection
 from zkcoord.errors import ErrorCode, ZkcoordError
-from zkcoord.wire.client import WireConnection
 from zkcoord.zk import layout
 from zkcoord.zk.election import read_leaders
 from zkcoord.zk.nodes import read_nodes

@@ -23,8 +23,8 @@ import time
 from collections.abc import Sequence
 
 from zkcoord.client import Consumer
-from zkcoord.legacy.trace import JsonLinesTraceWriter
 from zkcoord.sources import open_source
+from zkcoord.trace import JsonLinesTraceWriter
 
 log = logging.getLogger(__name__)
 READY = "ready"

@@ -15,7 +15,7 @@ the order it wrote them) and returns a :class:`VerifiableReport`:
     (:func:`~zkcoord.testing.legacy.ownership_overlaps`; a killed member's ownership ends at its kill), and
     a member consumes only partitions it owns.
 
-Pure: reads files only in :func:`read_traces`. Imports zkcoord.model, zkcoord.legacy.trace, zkcoord.testing.legacy.
+Pure: reads files only in :func:`read_traces`. Imports zkcoord.model, zkcoord.trace, zkcoord.testing.legacy.
 """
 
 import bisect
@@ -24,9 +24,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from zkcoord.legacy.trace import TRACE_SCHEMA, Event
 from zkcoord.model import TopicPartition
 from zkcoord.testing.legacy import ownership_overlaps
+from zkcoord.trace import TRACE_SCHEMA, Event
 
 REBALANCE_STATES = frozenset({"PREPARE_REVOCATION", "PREPARING_REBALANCE"})
 

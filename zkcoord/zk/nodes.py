@@ -20,6 +20,7 @@ from kazoo.exceptions import (
 )
 
 from zkcoord.errors import ConfigError
+from zkcoord.model import Address
 from zkcoord.zk import layout
 from zkcoord.zk.layout import DEFAULT_ROOT, ZnodeDecodeError
 
@@ -137,3 +138,8 @@ def session_id(client: KazooClient) -> int | None:
     """The client's current session id (None before it first connects): the owner of its ephemeral znodes."""
     client_id = client.client_id
     return client_id[0] if client_id else None
+
+
+def discover_nodes(client: KazooClient, root: str = DEFAULT_ROOT) -> list[Address]:
+    """The live coordinator nodes registered under ``root`` (ordered by node id)."""
+    return [address for _, address in sorted(read_nodes(client, root).items())]

@@ -1,12 +1,17 @@
-"""A channel to a group's coordinator (0.8.2's ``channelToOffsetManager``, Kafka's admin-client lookups).
+"""Blocking calls to coordinator nodes, for tools and the legacy member: one connection, and a channel to a
+group's coordinator (0.8.2's ``channelToOffsetManager``, Kafka's admin-client lookups).
 
-FindCoordinator on any known node, then the request to the group's coordinator, again on 14/15/16 (and
-on an unreachable node) with doubling backoff until a deadline. Connections are kept per address and
-dropped when they fail, so the next call looks the coordinator up again.
+:class:`WireConnection` is one socket whose protocol side is a :class:`~zkcoord.wire.connection.ClientConnection`
+(responses bounded, checked against the requests' order). :class:`CoordinatorChannel` sends FindCoordinator to
+any known node, then the request to the group's coordinator, again on 14/15/16 (and on an unreachable node)
+with doubling backoff until a deadline. Connections are kept per address and dropped when they fail, so the
+next call looks the coordinator up again.
 
-IO: blocking sockets through :class:`~zkcoord.wire.client.WireConnection` (cooperative under gevent when
-``create_connection`` is gevent's). The sleep and clock are parameters, so a gevent hub can pass its own.
+IO: blocking sockets (cooperative under gevent when ``create_connection`` is gevent's). The sleep and clock
+are parameters, so a gevent hub can pass its own. Must not import gevent, kazoo or the server.
 """
+
+from __future__ import annotations
 
 import logging
 import socket
@@ -14,11 +19,10 @@ import time
 from collections.abc import Callable
 
 from zkcoord.errors import ErrorCode, ZkcoordError, error_for, error_name
-from zkcoord.wire.client import WireClientError, WireConnection
+from zkcoord.model import Address
+from zkcoord.wire.connection import ClientConnection, ProtocolError
 
 log = logging.getLogger(__name__)
-
-Address = tuple[str, int]
 
 RETRIABLE = frozenset(
     {ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR}
@@ -26,6 +30,60 @@ RETRIABLE = frozenset(
 INITIAL_BACKOFF_S = 0.05
 MAX_BACKOFF_S = 1.0
 PIPELINE_WINDOW = 64  # requests in flight on one connection
+RECEIVE_BYTES = 65536
+
+
+class WireClientError(ZkcoordError):
+    """The coordinator closed the connection, broke the protocol or did not answer in time."""
+
+
+class WireConnection:
+    """One connection; :meth:`call` sends a request and waits for its response."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        client_id: str = "zkcoord",
+        timeout: float = 10.0,
+        create_connection=socket.create_connection,
+    ):
+        self.address = (host, port)
+        self.client_id = client_id
+        self._socket = create_connection(self.address, timeout=timeout)
+        self._socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._protocol = ClientConnection(client_id)
+
+    def send(self, api: str, **fields) -> None:
+        """Send a request without waiting; :meth:`receive` gives the answers in the order they were sent."""
+        self._socket.sendall(self._protocol.request(api, fields))
+
+    def receive(self) -> dict:
+        """The response to the oldest request not yet received."""
+        while True:
+            try:
+                answered = self._protocol.next_response()
+            except ProtocolError as error:
+                raise WireClientError(f"{self.address[0]}:{self.address[1]}: {error}") from None
+            if answered is not None:
+                return answered[1]
+            data = self._socket.recv(RECEIVE_BYTES)
+            if not data:
+                raise WireClientError(f"{self.address[0]}:{self.address[1]} closed the connection")
+            self._protocol.feed(data)
+
+    def call(self, api: str, **fields) -> dict:
+        self.send(api, **fields)
+        return self.receive()
+
+    def close(self) -> None:
+        self._socket.close()
+
+    def __enter__(self) -> WireConnection:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
 
 
 class Unreachable(Exception):

@@ -1,4 +1,4 @@
-"""Rebalance trace events of the legacy consumer; the schema is documented in docs/traces.md.
+"""Trace events of every kind of member (the schema is documented in docs/traces.md): the package's floor.
 
 Events are plain dicts so that any sink (a list, a JSON-lines file, the comparison pipeline) can keep
 them. Later issues add event types under the same ``schema``; readers ignore fields they do not know.
