@@ -34,6 +34,7 @@ soak: setup
 lint: setup
 	$(BIN)/ruff check zkcoord tests benchmarks
 	$(BIN)/ruff format --check zkcoord tests benchmarks
+	$(BIN)/lint-imports
 
 bench: setup
 	$(BIN)/python benchmarks/legacy_rebalance.py
