@@ -10,6 +10,7 @@ from zkcoord.membership import GroupMember, MembershipConfig, MemberState, Recon
 from zkcoord.membership.states import MEMBER_TRANSITIONS, IllegalMemberTransition, check_member_transition
 from zkcoord.model import TopicPartition
 from zkcoord.testing.membership import MembershipSimulation
+from zkcoord.wire.codec import read_response
 from zkcoord.wire.consumer_protocol import Assignment, encode_assignment
 
 TOPICS = {"t": 12}
@@ -181,8 +182,9 @@ def test_a_member_waiting_for_its_coordinator_does_not_ask_to_be_woken_at_once()
 
 
 def _answer(member, now, api, response):
+    """Answer the member's pending ``api`` request with the map a node would send, read as the worker reads it."""
     (send,) = [s for s in member.take_sends() if s.api == api]
-    member.on_response(send.tag, response, now)
+    member.on_response(send.tag, read_response(api, response), now)
 
 
 def _stable_member():
@@ -217,7 +219,7 @@ def test_a_coordinator_found_after_a_long_failover_gets_a_whole_session():
     for now in range(500, 4500, 100):
         member.tick(now)
         for send in member.take_sends():
-            member.on_response(send.tag, {"error_code": 15}, now)
+            member.on_response(send.tag, read_response(send.api, {"error_code": 15}), now)
     member.tick(4500)
     _answer(member, 4500, "FindCoordinator", {"error_code": 0, "node_id": 2, "host": "h2", "port": 2})
     assert member.coordinator is not None

@@ -24,7 +24,9 @@ from zkcoord.errors import ZkcoordError
 from zkcoord.membership import Completed, GroupMember, Send
 from zkcoord.membership.effects import ANY_NODE
 from zkcoord.model import Address
+from zkcoord.wire.codec import read_response
 from zkcoord.wire.connection import ClientConnection, ProtocolError
+from zkcoord.wire.messages import Response
 from zkcoord.zk.nodes import discover_nodes
 from zkcoord.zk.session import HubThread, make_kazoo_client
 
@@ -54,7 +56,7 @@ class _Connection:
         self.closed = False
 
     def send(self, api: str, fields: dict, tag: tuple, timeout_ms: int, now_ms: int) -> None:
-        frame = self._protocol.request(api, fields, tag)
+        frame = self._protocol.request(api, fields, (api, tag))
         self._deadlines.append(now_ms + timeout_ms)
         if self._socket is None:
             self._outbox.append(frame)
@@ -96,8 +98,9 @@ class _Connection:
                     return
                 self._protocol.feed(data)
                 while (answered := self._protocol.next_response()) is not None:
+                    (api, tag), response = answered
                     self._deadlines.popleft()
-                    self._worker.answer(*answered)
+                    self._worker.answer(tag, read_response(api, response))
         except OSError as error:
             self.close(f"read failed: {error}")
         except ProtocolError as error:
@@ -115,7 +118,7 @@ class _Connection:
         pending = self._protocol.abandon()
         self._deadlines.clear()
         self._worker.connection_closed(self, reason)
-        for tag in pending:
+        for _, tag in pending:
             self._worker.answer(tag, None)
 
 
@@ -253,7 +256,7 @@ class Worker:
         self._node_index = (self._node_index + 1) % len(self._nodes)
         return self._nodes[self._node_index]
 
-    def answer(self, tag: tuple, response: dict | None) -> None:
+    def answer(self, tag: tuple, response: Response | None) -> None:
         self.member.on_response(tag, response, self._clock.now_ms())
         self._wake.set()
 

@@ -24,6 +24,7 @@ from zkcoord.membership.effects import (
     error_code,
 )
 from zkcoord.membership.states import CoordinatorState
+from zkcoord.wire.messages import Response
 
 log = logging.getLogger(__name__)
 
@@ -80,14 +81,14 @@ class CoordinatorLink:
         fields = {"key": self._config.group_id, "key_type": 0}
         self._outbox.send(Send(ANY_NODE, "FindCoordinator", fields, self._find_tag, self._config.request_timeout_ms))
 
-    def on_find(self, tag: tuple, response: dict | None, now_ms: int) -> bool:
+    def on_find(self, tag: tuple, response: Response | None, now_ms: int) -> bool:
         """Take FindCoordinator's answer; True when it failed, so that the member backs off before asking again."""
         if tag != self._find_tag:
             return False
         self._find_tag = None
         if error_code(response) != E.NONE:
             return True
-        self.coordinator = (response["node_id"], response["host"], response["port"])
+        self.coordinator = (response.node_id, response.host, response.port)
         self.state = CoordinatorState.STABLE
         # Kafka's heartbeat.resetSessionTimeout(): a coordinator found after a long failover gets a whole
         # session to answer a heartbeat before it is given up as unreachable.
@@ -132,7 +133,7 @@ class CoordinatorLink:
         self._heartbeat_tag = None
         return True
 
-    def heartbeat_done(self, response: dict | None, now_ms: int) -> int | None:
+    def heartbeat_done(self, response: Response | None, now_ms: int) -> int | None:
         """Schedule the next heartbeat after this answer to the member's current generation; the error code."""
         code = error_code(response)
         self._next_heartbeat_ms = now_ms + self._config.heartbeat_interval_ms

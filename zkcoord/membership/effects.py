@@ -16,6 +16,7 @@ from typing import Any
 from zkcoord.errors import ErrorCode, ZkcoordError
 from zkcoord.membership.states import MemberState
 from zkcoord.model import TopicPartition
+from zkcoord.wire.messages import Response
 
 ANY_NODE = "any"
 COORDINATOR = "coordinator"
@@ -113,8 +114,8 @@ class Outbox:
         return events
 
 
-def error_code(response: dict | None) -> int | None:
-    """The answer's top-level error code; None when there is no answer (connection failed, timed out)."""
+def error_code(response: Response | None) -> int | None:
+    """The answer's top-level error code (0 for answers without one); None when there is no answer."""
     if response is None:
         return None
-    return response.get("error_code", ErrorCode.NONE)
+    return getattr(response, "error_code", ErrorCode.NONE)

@@ -61,6 +61,7 @@ from zkcoord.membership.states import HEARTBEAT_STATES, CoordinatorState, Member
 from zkcoord.membership.subscription import TopicSubscription
 from zkcoord.model import TopicPartition
 from zkcoord.wire.consumer_protocol import ConsumerProtocolError
+from zkcoord.wire.messages import JoinGroupResponseMember, MetadataResponse, Response
 
 log = logging.getLogger(__name__)
 
@@ -209,7 +210,7 @@ class GroupMember:
         """The connection to the coordinator died or it said it is no longer the coordinator."""
         self._link.lost(now_ms, reason)
 
-    def on_response(self, tag: tuple, response: dict | None, now_ms: int) -> None:
+    def on_response(self, tag: tuple, response: Response | None, now_ms: int) -> None:
         """The answer to the :class:`Send` with ``tag``; ``None`` when the request failed (connection, timeout)."""
         kind = tag[0]
         if kind == "find":
@@ -283,7 +284,7 @@ class GroupMember:
         timeout = self.config.max_poll_interval_ms + JOIN_TIMEOUT_SLACK_MS
         self._outbox.send(Send(COORDINATOR, "JoinGroup", fields, self._group_request, timeout))
 
-    def _on_join(self, tag: tuple, response: dict | None, now_ms: int) -> None:
+    def _on_join(self, tag: tuple, response: Response | None, now_ms: int) -> None:
         if tag != self._group_request:
             return
         self._group_request = None
@@ -291,28 +292,28 @@ class GroupMember:
         if self.state != S.PREPARING_REBALANCE:
             return  # left or failed meanwhile
         if code == E.NONE:
-            self.member_id = response["member_id"]
-            self.generation = response["generation_id"]
-            self.protocol_name = response["protocol_name"]
-            self.leader_id = response["leader"]
+            self.member_id = response.member_id
+            self.generation = response.generation_id
+            self.protocol_name = response.protocol_name
+            self.leader_id = response.leader
             self._transition(S.COMPLETING_REBALANCE, now_ms)
             if self.leader_id == self.member_id:
-                self._lead(response["members"], now_ms)
+                self._lead(response.members, now_ms)
             else:
                 self._send_sync([], now_ms)
             return
         if code == E.MEMBER_ID_REQUIRED:  # KIP-394: join again with the id we were given
-            self.member_id = response["member_id"]
+            self.member_id = response.member_id
             self._send_join(now_ms)
             return
         if code == E.UNKNOWN_MEMBER_ID:
             self.member_id = ""
         self._join_failed(code, response, now_ms)
 
-    def _join_failed(self, code: int, response: dict | None, now_ms: int) -> None:
+    def _join_failed(self, code: int, response: Response | None, now_ms: int) -> None:
         """A JoinGroup or SyncGroup failed: join again (after discovery or a backoff) or give up."""
         if code == E.FENCED_INSTANCE_ID or code in _FATAL_JOIN_ERRORS:
-            self._fail(code, (response or {}).get("error_message") or "", now_ms)
+            self._fail(code, getattr(response, "error_message", None) or "", now_ms)
             return
         if code in (E.ILLEGAL_GENERATION, E.UNKNOWN_MEMBER_ID):
             self.generation = -1
@@ -327,19 +328,19 @@ class GroupMember:
             return
         self._transition(S.UNJOINED, now_ms)
 
-    def _lead(self, members: list[dict], now_ms: int) -> None:
+    def _lead(self, members: Sequence[JoinGroupResponseMember], now_ms: int) -> None:
         self._leader_members = member_subscriptions(self.config.group_id, members)
         wanted = sorted({t for m in self._leader_members for t in m.subscription.topics})
         self._group_request = self._tag("assign-metadata")
         self._outbox.send(Send(ANY_NODE, "Metadata", {"topics": wanted}, self._group_request, self._timeout()))
 
-    def _on_assign_metadata(self, tag: tuple, response: dict | None, now_ms: int) -> None:
+    def _on_assign_metadata(self, tag: tuple, response: Response | None, now_ms: int) -> None:
         if tag != self._group_request:
             return
         self._group_request = None
         if self.state != S.COMPLETING_REBALANCE:
             return
-        if response is None or not isinstance(response.get("topics"), list):
+        if type(response) is not MetadataResponse:
             # The node answering Metadata failed, not the coordinator: join again after a backoff.
             self._backoff(now_ms)
             self._transition(S.UNJOINED, now_ms)
@@ -356,7 +357,7 @@ class GroupMember:
         self._group_request = self._tag("sync")
         self._outbox.send(Send(COORDINATOR, "SyncGroup", fields, self._group_request, self._timeout()))
 
-    def _on_sync(self, tag: tuple, response: dict | None, now_ms: int) -> None:
+    def _on_sync(self, tag: tuple, response: Response | None, now_ms: int) -> None:
         if tag != self._group_request:
             return
         self._group_request = None
@@ -367,7 +368,7 @@ class GroupMember:
             self._join_failed(code, response, now_ms)
             return
         try:
-            assignment = received_assignment(response["assignment"])
+            assignment = received_assignment(response.assignment)
         except ConsumerProtocolError as error:
             log.warning("group=%s unreadable assignment, rejoining: %s", self.config.group_id, error)
             self._backoff(now_ms)
@@ -392,7 +393,7 @@ class GroupMember:
         if self.state in HEARTBEAT_STATES:
             self._link.heartbeat(now_ms, lambda: member_identity(self.config, self.generation, self.member_id))
 
-    def _on_heartbeat(self, tag: tuple, response: dict | None, now_ms: int) -> None:
+    def _on_heartbeat(self, tag: tuple, response: Response | None, now_ms: int) -> None:
         if not self._link.heartbeat_answered(tag) or self.state not in HEARTBEAT_STATES or tag[1] != self.generation:
             return
         code = self._link.heartbeat_done(response, now_ms)
@@ -408,7 +409,7 @@ class GroupMember:
                 self.member_id = ""
             self._lose_everything(now_ms)
         elif code == E.FENCED_INSTANCE_ID:
-            self._fail(code, response.get("error_message") or "", now_ms)
+            self._fail(code, getattr(response, "error_message", None) or "", now_ms)
 
     # ---- leaving, losing, failing ----------------------------------------------------------------------------
 
@@ -472,7 +473,7 @@ class GroupMember:
 
     # ---- metadata refresh: pattern matches, partition counts ---------------------------------------------------
 
-    def _on_metadata(self, tag: tuple, response: dict | None, now_ms: int) -> None:
+    def _on_metadata(self, tag: tuple, response: Response | None, now_ms: int) -> None:
         change = self._subscription.on_refresh(tag, response, now_ms, leader=self.leader_id == self.member_id)
         if change is None:
             return
@@ -503,7 +504,7 @@ class GroupMember:
         rebalancing = self.state in (S.PREPARING_REBALANCE, S.COMPLETING_REBALANCE)
         self._requests.send_due(now_ms, self.coordinator_state, identity, rebalancing)
 
-    def _on_application_answer(self, tag: tuple, response: dict | None, now_ms: int) -> None:
+    def _on_application_answer(self, tag: tuple, response: Response | None, now_ms: int) -> None:
         answer = self._requests.on_response(tag, response, now_ms)
         if answer.coordinator_lost is not None:
             self.coordinator_lost(now_ms, answer.coordinator_lost)

@@ -25,6 +25,7 @@ from zkcoord.wire.consumer_protocol import (
     encode_assignment,
     encode_subscription,
 )
+from zkcoord.wire.messages import JoinGroupResponseMember
 
 log = logging.getLogger(__name__)
 
@@ -99,13 +100,13 @@ def join_protocols(
     ]
 
 
-def member_subscriptions(group_id: str, members: list[dict]) -> list[MemberSubscription]:
+def member_subscriptions(group_id: str, members: Sequence[JoinGroupResponseMember]) -> list[MemberSubscription]:
     """The leader's reading of JoinGroup's ``members``, up to the first it cannot read."""
     subscriptions = []
     try:
         for member in members:
-            subscription = decode_subscription(member["metadata"])
-            subscriptions.append(MemberSubscription(member["member_id"], member["group_instance_id"], subscription))
+            subscription = decode_subscription(member.metadata)
+            subscriptions.append(MemberSubscription(member.member_id, member.group_instance_id, subscription))
     except ConsumerProtocolError as error:
         # The members read so far are still assigned; the unreadable one and those after it get nothing.
         log.warning("group=%s leader cannot read a member's subscription: %s", group_id, error)

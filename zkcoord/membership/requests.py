@@ -34,6 +34,7 @@ from zkcoord.membership.effects import (
 )
 from zkcoord.membership.states import CoordinatorState
 from zkcoord.model import TopicPartition
+from zkcoord.wire.messages import MetadataResponse, OffsetCommitResponse, OffsetFetchResponse, Response
 
 E = ErrorCode
 
@@ -130,7 +131,7 @@ class ApplicationRequests:
         for request_id in list(self._requests):
             self._complete(request_id, error=error)
 
-    def on_response(self, tag: tuple, response: dict | None, now_ms: int) -> Answer:
+    def on_response(self, tag: tuple, response: Response | None, now_ms: int) -> Answer:
         """The answer to the request sent with ``tag``; ``None`` when its node failed or did not answer in time."""
         request = self._requests.get(self._by_tag.pop(tag, None))
         if request is None:
@@ -141,14 +142,14 @@ class ApplicationRequests:
             request.not_before_ms = retry_ms
             return Answer(coordinator_lost=f"{request.api} failed" if request.api != "Metadata" else None)
         code = error_code(response)
-        if request.api == "OffsetCommit":
-            codes = {p["error_code"] for t in response.get("topics", []) for p in t.get("partitions", [])}
+        if type(response) is OffsetCommitResponse:
+            codes = {p.error_code for t in response.topics for p in t.partitions}
             code = next((c for c in codes if c != E.NONE), E.NONE)
         if code in COORDINATOR_GONE or code == E.COORDINATOR_LOAD_IN_PROGRESS:
             request.not_before_ms = retry_ms
             return Answer(coordinator_lost=f"{request.api}: {E(code).name}" if code in COORDINATOR_GONE else None)
         if code != E.NONE:
-            message = response.get("error_message") or ""
+            message = getattr(response, "error_message", None) or ""
             if code == E.FENCED_INSTANCE_ID:
                 return Answer(fenced=message)  # failing, the member completes every request
             error = commit_error(code, message) if request.api == "OffsetCommit" else error_for(code, message)
@@ -193,21 +194,19 @@ def commit_error(code: int, message: str = "") -> ZkcoordError:
     return error_for(code, message)
 
 
-def topic_partition_counts(response: dict) -> dict[str, int]:
+def topic_partition_counts(response: MetadataResponse) -> dict[str, int]:
     """A Metadata answer's partition count of every topic it found."""
     return {
-        topic["name"]: len(topic["partitions"])
-        for topic in response.get("topics", [])
-        if topic.get("error_code", 0) == E.NONE and topic.get("partitions")
+        topic.name: len(topic.partitions)
+        for topic in response.topics
+        if topic.error_code == E.NONE and topic.partitions
     }
 
 
-def _fetched_offsets(response: dict) -> dict[TopicPartition, tuple[int, str | None] | None]:
+def _fetched_offsets(response: OffsetFetchResponse) -> dict[TopicPartition, tuple[int, str | None] | None]:
     """An OffsetFetch answer: (offset, metadata) of each partition, None where the group committed none."""
     return {
-        TopicPartition(t["name"], p["partition_index"]): (
-            None if p["committed_offset"] < 0 else (p["committed_offset"], p.get("metadata"))
-        )
-        for t in response["topics"]
-        for p in t["partitions"]
+        TopicPartition(t.name, p.partition_index): None if p.committed_offset < 0 else (p.committed_offset, p.metadata)
+        for t in response.topics
+        for p in t.partitions
     }

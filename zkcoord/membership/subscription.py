@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from zkcoord.membership.effects import ANY_NODE, MembershipConfig, Outbox, Send
 from zkcoord.membership.requests import topic_partition_counts
+from zkcoord.wire.messages import MetadataResponse, Response
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,7 @@ class TopicSubscription:
         if self._refresh_ms is None:
             self._refresh_ms = now_ms + self._config.metadata_max_age_ms
 
-    def on_refresh(self, tag: tuple, response: dict | None, now_ms: int, leader: bool) -> MetadataChange | None:
+    def on_refresh(self, tag: tuple, response: Response | None, now_ms: int, leader: bool) -> MetadataChange | None:
         """Take a refresh's answer (``leader``: the member leads its generation); None when nothing is to check."""
         if tag != self._refresh_tag:
             return None
@@ -87,7 +88,7 @@ class TopicSubscription:
         if self.pattern is None and not leads:
             self._refresh_ms = None
             return None
-        if response is None or not isinstance(response.get("topics"), list):
+        if type(response) is not MetadataResponse:
             self._refresh_ms = now_ms + self._config.retry_backoff_ms
             return None
         self._refresh_ms = now_ms + self._config.metadata_max_age_ms

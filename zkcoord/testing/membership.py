@@ -13,6 +13,7 @@ from zkcoord.membership import Fatal, GroupMember, MembershipConfig, MemberState
 from zkcoord.membership.member import ANY_NODE
 from zkcoord.model import TopicPartition
 from zkcoord.testing.coordinator import CoordinatorHarness, RequestHandle
+from zkcoord.wire.codec import read_response
 
 HARNESS_CONFIG = {
     "group.initial.rebalance.delay.ms": 0,
@@ -56,7 +57,7 @@ class SimulatedMember:
         self.alive = True
         self.fatal: Exception | None = None
         self.callbacks: list[tuple[str, tuple[TopicPartition, ...]]] = []
-        self._connections: dict[str, list[tuple[RequestHandle, tuple]]] = {"coordinator": [], ANY_NODE: []}
+        self._connections: dict[str, list[tuple[RequestHandle, Send]]] = {"coordinator": [], ANY_NODE: []}
         self._due: list[tuple[int, Reconcile]] = []
         self._correlation = 0
 
@@ -65,8 +66,8 @@ class SimulatedMember:
             return
         for queue in self._connections.values():
             while queue and queue[0][0].done:
-                handle, tag = queue.pop(0)
-                self.core.on_response(tag, handle.response, now)
+                handle, send = queue.pop(0)
+                self.core.on_response(send.tag, read_response(send.api, handle.response), now)
         if self.polling:
             self.core.polled(now)
         self.core.tick(now)
@@ -98,7 +99,7 @@ class SimulatedMember:
         self._correlation += 1
         request = {"api": send.api, "api_version": 0, "correlation_id": self._correlation, "client_id": self.name}
         handle = self.harness.send({**request, **send.fields})
-        self._connections[send.target if send.target == ANY_NODE else "coordinator"].append((handle, send.tag))
+        self._connections[send.target if send.target == ANY_NODE else "coordinator"].append((handle, send))
 
     def crash(self) -> None:
         """The process dies: nothing more is sent, nothing is owned (its session expires at the coordinator)."""

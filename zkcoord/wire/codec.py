@@ -33,6 +33,21 @@ REQUEST_TYPES: dict[str, type[m.Request]] = {
     "OffsetDelete": m.OffsetDeleteRequest,
 }
 API_NAMES: dict[type[m.Request], str] = {request_type: api for api, request_type in REQUEST_TYPES.items()}
+RESPONSE_TYPES: dict[str, type[m.Response]] = {
+    "ApiVersions": m.ApiVersionsResponse,
+    "Metadata": m.MetadataResponse,
+    "FindCoordinator": m.FindCoordinatorResponse,
+    "JoinGroup": m.JoinGroupResponse,
+    "SyncGroup": m.SyncGroupResponse,
+    "Heartbeat": m.HeartbeatResponse,
+    "LeaveGroup": m.LeaveGroupResponse,
+    "OffsetCommit": m.OffsetCommitResponse,
+    "OffsetFetch": m.OffsetFetchResponse,
+    "DescribeGroups": m.DescribeGroupsResponse,
+    "ListGroups": m.ListGroupsResponse,
+    "DeleteGroups": m.DeleteGroupsResponse,
+    "OffsetDelete": m.OffsetDeleteResponse,
+}
 
 # Fields whose nil means the same as their default (wire-protocol §3 allows nil; the class does not need to).
 _NIL_MEANS_DEFAULT: dict[str, tuple[str, ...]] = {
@@ -94,6 +109,21 @@ def _string_keys_only(value: object) -> object:
     if type(value) in (list, tuple):
         return [_string_keys_only(item) for item in value]
     return value
+
+
+def read_response(api: str, fields: dict) -> m.Response | None:
+    """The typed response of a response map to an ``api`` request, as a client reads it. An answer that only
+    refuses (35, 42, or -1 for a server bug) is an :class:`~zkcoord.wire.messages.ErrorResponse`; a map that is
+    neither the response nor a refusal is None, as if nothing had come back."""
+    try:
+        return msgspec.convert(fields, RESPONSE_TYPES[api], builtin_types=_BUILTIN_TYPES)
+    except msgspec.ValidationError:
+        pass
+    try:
+        refusal = msgspec.convert(fields, m.ErrorResponse, builtin_types=_BUILTIN_TYPES)
+    except msgspec.ValidationError:
+        return None
+    return refusal if refusal.error_code != 0 else None
 
 
 def encode_response(response: m.Response) -> dict:
