@@ -8,7 +8,7 @@ import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_wire_requests import VALID, request
+from wire_examples import VALID, request
 
 from zkcoord.wire import messages as m
 from zkcoord.wire.codec import API_NAMES, REQUEST_TYPES, decode_request, encode_response, read_request, read_response
