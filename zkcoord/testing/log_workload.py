@@ -1,6 +1,6 @@
 """A child process for the offsets log's crash tests: it works on a log until the test SIGKILLs it.
 
-tests/test_log_crash.py runs it with ``subprocess`` (``make test`` a sample, ``make soak`` hundreds of
+tests/integration/test_log_crash.py runs it with ``subprocess`` (``make test`` a sample, ``make soak`` hundreds of
 runs), kills it at a random moment, reopens the directory and checks what recovery left::
 
     python -m zkcoord.testing.log_workload append DIR --policy always|group --appenders N --seed S

@@ -1,6 +1,6 @@
 """Record sources (docs/sources.md): the synthetic source's properties and spec strings, in process.
 
-The Kafka source against a real Kafka-protocol broker is test_kafka_source.py.
+The Kafka source against a real Kafka-protocol broker is tests/integration/test_kafka_source.py.
 """
 
 import dataclasses

@@ -1,6 +1,6 @@
 """Scala map iteration order (legacy-zk-protocol.md §4.3) against vectors from REAL Scala 2.11 collections.
 
-``data/scala-2.11-map-order.json`` was produced by ``tools/scala_map_order/generate.sh`` running
+``tests/data/scala-2.11-map-order.json`` was produced by ``tools/scala_map_order/generate.sh`` running
 ``Generate.scala`` on Scala 2.11.12 (Debian's scala-library); its ``produced_by`` field says how and when.
 """
 
@@ -12,7 +12,7 @@ import pytest
 from zkcoord.assign.java import immutable_map_order, mutable_hashmap_order
 from zkcoord.assign.legacy import roundrobin_listing, topic_partition_hash
 
-VECTORS = json.loads((Path(__file__).parent / "data" / "scala-2.11-map-order.json").read_text())
+VECTORS = json.loads((Path(__file__).parents[1] / "data" / "scala-2.11-map-order.json").read_text())
 CASES = VECTORS["cases"]
 
 

@@ -7,7 +7,7 @@ column layout is checked as printed:
 - a member id's UUID (``a-<uuid4>``) → ``xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx``;
 - the node's port (five digits on Linux and macOS ephemeral ranges) → ``PPPPP``.
 
-``ZKCOORD_UPDATE_GOLDEN=1 pytest tests/test_admin_cli.py`` rewrites the files from the current output.
+``ZKCOORD_UPDATE_GOLDEN=1 pytest tests/integration/test_admin_cli.py`` rewrites the files from the current output.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from test_admin import (
 
 from zkcoord import cli
 
-GOLDEN = Path(__file__).parent / "data" / "golden" / "admin"
+GOLDEN = Path(__file__).parents[1] / "data" / "golden" / "admin"
 SOURCE = f"synthetic:rate=0,initial={LOG_END}"
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 

@@ -10,7 +10,7 @@ from zkcoord.cli import build_parser
 from zkcoord.cli.common import parse_key_values
 from zkcoord.server.config import node_config
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 SERVICES = COMPOSE["services"]
 COORDINATORS = {name: service for name, service in SERVICES.items() if "build" in service}

@@ -3,7 +3,7 @@
 Coordinator groups are built with raw wire requests (tests/wire_client.py): static members with fixed
 ``group.instance.id`` values join one generation and the leader hands out a fixed assignment. Legacy groups
 are the 0.8.2 znodes under ``/consumers/<g>`` written directly (zkcoord/zk/layout.py encoders). The helpers
-here are shared with tests/test_admin_cli.py.
+here are shared with tests/integration/test_admin_cli.py.
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ from zkcoord.log.loader import load_partition
 from zkcoord.offsets.records import OffsetCommitKey, OffsetCommitValue, encode_record
 from zkcoord.testing.log_workload import batch_digest, batch_origin, log_config, workload_batch
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 WAIT_SECONDS = 30.0
 ACK = re.compile(r"ack (\d+) (\d+) ([0-9a-f]{40})")
 

@@ -19,7 +19,7 @@ from zkcoord.assign.legacy import (
 )
 from zkcoord.errors import LegacyAssignmentError
 
-EXAMPLES = json.loads((Path(__file__).parent / "data" / "legacy-assignment-examples.json").read_text())["cases"]
+EXAMPLES = json.loads((Path(__file__).parents[1] / "data" / "legacy-assignment-examples.json").read_text())["cases"]
 
 
 def _as_lists(assignment):
