@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from wire_examples import VALID, request
 
 from zkcoord.wire import messages as m
-from zkcoord.wire.codec import API_NAMES, REQUEST_TYPES, decode_request, encode_response, read_request, read_response
+from zkcoord.wire.codec import API_NAMES, REQUEST_TYPES, encode_response, read_request, read_response
 from zkcoord.wire.framing import FrameDecoder, encode_frame
 from zkcoord.wire.requests import REQUEST_SCHEMAS, check_request
 
@@ -31,7 +31,7 @@ def test_absent_fields_are_none_or_their_nil_default_nested_too():
         topics=({"name": "t", "partitions": ({"partition_index": 0, "committed_offset": 3},)},),
     )
     assert check_request(message) is None
-    assert decode_request(message) == m.OffsetCommitRequest(
+    assert read_request(message) == m.OffsetCommitRequest(
         group_id="g",
         generation_id=-1,
         member_id="",
@@ -53,15 +53,15 @@ def test_nil_means_the_default_where_the_spec_says_so():
     sync = request("SyncGroup", group_id="g", generation_id=1, member_id="m", assignments=None)
     fetch = request("OffsetFetch", group_id="g", topics=None, log_only=None)
     assert check_request(sync) is None and check_request(fetch) is None
-    assert decode_request(sync).assignments == ()
-    assert decode_request(fetch) == m.OffsetFetchRequest(group_id="g", topics=None, log_only=False)
+    assert read_request(sync).assignments == ()
+    assert read_request(fetch) == m.OffsetFetchRequest(group_id="g", topics=None, log_only=False)
 
 
 def test_unknown_keys_are_dropped_and_arrays_are_tuples():
     message = {**VALID["OffsetFetch"], "extra": 1, 5: "x"}
     message["topics"] = [{"name": "t", "partition_indexes": [0, 1], "weight": 2}]
     assert check_request(message) is None
-    decoded = decode_request(message)
+    decoded = read_request(message)
     assert decoded.topics == (m.OffsetFetchRequestTopic(name="t", partition_indexes=(0, 1)),)
 
 
@@ -69,20 +69,20 @@ def test_keys_that_are_no_strings_are_ignored_at_any_depth():
     join = {**VALID["JoinGroup"], (1, 2): "x"}
     join["protocols"] = [{"name": "range", "metadata": b"", 7: [1]}]
     assert check_request(join) is None
-    assert decode_request(join).protocols == (m.JoinGroupRequestProtocol(name="range", metadata=b""),)
+    assert read_request(join).protocols == (m.JoinGroupRequestProtocol(name="range", metadata=b""),)
 
 
 def test_a_join_takes_the_header_client_id_and_the_peer():
-    join = decode_request(VALID["JoinGroup"], "/10.0.0.7")
+    join = read_request(VALID["JoinGroup"], "/10.0.0.7")
     assert (join.client_id, join.client_host) == ("c", "/10.0.0.7")
-    assert decode_request({**VALID["JoinGroup"], "client_id": None}).client_id == ""
+    assert read_request({**VALID["JoinGroup"], "client_id": None}).client_id == ""
 
 
 @pytest.mark.parametrize("api", sorted(VALID))
 def test_every_valid_example_decodes_with_its_values(api):
     decoder = FrameDecoder()
     decoder.feed(encode_frame(VALID[api]))
-    decoded = decode_request(decoder.next_message())
+    decoded = read_request(decoder.next_message())
     assert type(decoded) is REQUEST_TYPES[api]
     as_map = msgspec.to_builtins(decoded, builtin_types=(bytes,))
     for field, value in VALID[api].items():

@@ -85,14 +85,6 @@ def read_request(message: dict, client_host: str = "") -> m.Request | dict:
     )
 
 
-def decode_request(message: dict, client_host: str = "") -> m.Request:
-    """The typed request of a map that passed :func:`~zkcoord.wire.requests.check_request`."""
-    request = read_request(message, client_host)
-    if type(request) is dict:
-        raise ValueError(f"not a valid request: {request['error_message']}")
-    return request
-
-
 def _prepared(api: str, message: dict, client_host: str) -> dict:
     """``message`` with nil dropped where nil means the default, and a JoinGroup's client id and host."""
     defaulted = _NIL_MEANS_DEFAULT.get(api)

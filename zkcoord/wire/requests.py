@@ -4,7 +4,8 @@ A request that got through zkcoord.wire.framing has a valid header; this module 
 api_version are served (else 35 UNSUPPORTED_VERSION) and whether its body has every field with the right type
 (else 42 INVALID_REQUEST naming the field). Nullability follows Kafka's schemas, with one difference: group ids
 may be nil here, because the coordinator answers 24 INVALID_GROUP_ID for nil and "" itself
-(group-coordinator.md §0.4). An absent key means nil; unknown keys are ignored.
+(group-coordinator.md §0.4). An absent key means nil; unknown keys are ignored. zkcoord.wire.codec types a
+request by the same rules in one pass and asks :func:`check_request` only for the message of a refusal.
 
 Pure: imports only zkcoord.errors; no IO, no gevent.
 """
@@ -54,8 +55,6 @@ INT32 = Scalar("int32")
 INT64 = Scalar("int64")
 
 _INT_RANGES = {"int8": 2**7, "int32": 2**31, "int64": 2**63}
-
-HEADER_FIELDS = ("api", "api_version", "correlation_id", "client_id")
 
 
 def _group_id(name: str = "group_id") -> Field:
@@ -269,32 +268,6 @@ def check_request(message: dict) -> dict | None:
     if problem is not None:
         return _error_response(correlation_id, ErrorCode.INVALID_REQUEST, problem)
     return None
-
-
-# ---- normalizing ---------------------------------------------------------------------------------------
-
-
-def _normalized_value(value: object, field_type: FieldType) -> object:
-    if value is None or isinstance(field_type, Scalar):
-        return value
-    if isinstance(field_type, Array):
-        return [_normalized_value(item, field_type.items) for item in value]
-    return _normalized_struct(value, field_type)
-
-
-def _normalized_struct(message: dict, struct: Struct) -> dict:
-    return {field.name: _normalized_value(message.get(field.name), field.type) for field in struct.fields}
-
-
-def normalized(message: dict) -> dict:
-    """A copy of a request that passed :func:`check_request`, for handlers to index without ``.get``.
-
-    It holds the header fields and every field of the api's schema, nested ones too, an absent one as None;
-    arrays are lists. Keys outside the schema are left out, so no handler can come to depend on them.
-    """
-    request = {name: message.get(name) for name in HEADER_FIELDS}
-    request.update(_normalized_struct(message, REQUEST_SCHEMAS[message["api"]]))
-    return request
 
 
 def simple_offset_commit(group_id: str, offsets: Mapping[tuple[str, int], int], **fields) -> dict:
