@@ -5,9 +5,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test soak lint bench check-java clean
+.PHONY: setup peers demo test soak lint bench check-java clean
 
-setup: check-java $(STAMP)
+setup: check-java $(STAMP) peers
 
 check-java:
 	@command -v java >/dev/null 2>&1 || [ -x "$$JAVA_HOME/bin/java" ] || { \
@@ -21,6 +21,10 @@ $(STAMP): setup.cfg pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
+
+# Kafka's own jars (the 0.8.2 consumer, the 3.9 broker) through Maven into ~/.cache/zkcoord/peers, once.
+peers: $(STAMP)
+	$(BIN)/zkcoord peers fetch
 
 demo: setup
 	$(BIN)/zkcoord demo

@@ -48,3 +48,16 @@ def zk(zk_connect):
     yield client
     client.stop()
     client.close()
+
+
+@pytest.fixture(scope="session")
+def kafka(zk_server):
+    """One real Kafka 3.9 broker (ZooKeeper mode) for the session, in its own chroot of the test ZooKeeper.
+
+    Groups that read it live in ``kafka.zk_connect`` (0.8.2 members read ``/brokers`` in their own chroot),
+    so tests that use it differ by topic and group name.
+    """
+    from zkcoord.testing.kafka_broker import kafka_cluster
+
+    with kafka_cluster(zk_server) as cluster:
+        yield cluster

