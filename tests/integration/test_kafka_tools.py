@@ -277,6 +277,18 @@ def verify_rebalance(connect: str, group: str) -> tuple[str, set[TopicPartition]
     return done.stdout.strip(), missing, owners
 
 
+def last_verify_rebalance(connect: str, group: str) -> tuple[str, list[str]]:
+    """Kafka 1.1.1's VerifyConsumerRebalance (both comparisons fixed; same 0.8.2 layout): its verdict and errors."""
+    command = java_command(
+        peers.REBALANCE_VERIFIER,
+        "kafka.tools.VerifyConsumerRebalance",
+        ["--zookeeper.connect", connect, "--group", group],
+    )
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip(), [m.group(1) for m in map(TOOL_ERROR.search, done.stderr.splitlines()) if m]
+
+
 def test_verify_consumer_rebalance_and_legacy_verify_read_the_same_owners(capsys, kafka):
     suffix = uuid.uuid4().hex[:8]
     topic, group = f"events.x-{suffix}", f"tools.verify-{suffix}"
@@ -291,6 +303,7 @@ def test_verify_consumer_rebalance_and_legacy_verify_read_the_same_owners(capsys
         verdict, missing, owners = verify_rebalance(kafka.zk_connect, group)
         assert verdict == "Rebalance operation failed !"  # 0.8.2.2's bug, on a correct group
         assert missing == set() and owners == written
+        assert last_verify_rebalance(kafka.zk_connect, group) == ("Rebalance operation successful !", [])
 
         gone = f"{group}_gone-0"
         zk = KazooClient(hosts=kafka.zk_connect)
@@ -312,6 +325,12 @@ def test_verify_consumer_rebalance_and_legacy_verify_read_the_same_owners(capsys
         assert verdict == "Rebalance operation failed !"
         assert missing == {TopicPartition(topic, 0)}
         assert owners == {TopicPartition(topic, 1): threads[1], TopicPartition(topic, 2): gone}
+        verdict, errors = last_verify_rebalance(kafka.zk_connect, group)
+        assert verdict == "Rebalance operation failed !"
+        assert set(errors) == {  # it logs a missing owner twice, as 0.8.2.2 does
+            f"No owner for partition [{topic},0]",
+            f"Owner {gone} for partition [{topic},2] is not a valid member of consumer group {group}",
+        }
 
 
 def test_verify_consumer_rebalance_passes_a_group_that_does_not_exist(capsys, kafka):

@@ -2,7 +2,7 @@
 
 Each :class:`Peer` is a profile of ``pom.xml`` beside this module: Maven resolves it with its dependencies
 (``dependency:copy-dependencies``) into a cache outside the repository, once; later calls reuse the cache until
-the pom changes. :func:`classpath` is what a ``java -cp`` needs. Nothing here starts a JVM.
+the peer's profile changes. :func:`classpath` is what a ``java -cp`` needs. Nothing here starts a JVM.
 """
 
 import contextlib
@@ -15,6 +15,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from xml.etree import ElementTree
 
 from zkcoord import env
 from zkcoord.errors import ZkcoordError
@@ -39,7 +40,10 @@ LEGACY_CONSUMER = Peer(
     "kafka-0.8.2.2", "org.apache.kafka:kafka_2.10:0.8.2.2", "the 0.8.2 high-level consumer and its tools"
 )
 BROKER = Peer("kafka-3.9.2", "org.apache.kafka:kafka_2.13:3.9.2", "a Kafka broker in ZooKeeper mode")
-PEERS = (LEGACY_CONSUMER, BROKER)
+REBALANCE_VERIFIER = Peer(
+    "kafka-1.1.1", "org.apache.kafka:kafka_2.11:1.1.1", "the last VerifyConsumerRebalance, the first that can pass"
+)
+PEERS = (LEGACY_CONSUMER, BROKER, REBALANCE_VERIFIER)
 
 
 def cache_root() -> Path:
@@ -50,8 +54,13 @@ def cache_root() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "zkcoord" / "peers"
 
 
-def _pom_digest() -> str:
-    return hashlib.sha256(POM.read_bytes()).hexdigest()[:16]
+def _profile_digest(peer: Peer) -> str:
+    """A digest of ``peer``'s profile in the pom, so that editing another profile keeps this one's cache."""
+    namespace = {"m": "http://maven.apache.org/POM/4.0.0"}
+    for profile in ElementTree.parse(POM).getroot().iterfind("m:profiles/m:profile", namespace):
+        if profile.findtext("m:id", namespaces=namespace) == peer.profile:
+            return hashlib.sha256(ElementTree.tostring(profile)).hexdigest()[:16]
+    raise PeerUnavailableError(f"{POM} has no profile {peer.profile!r}")
 
 
 def jar_dir(peer: Peer) -> Path:
@@ -64,7 +73,7 @@ def _stamp(peer: Peer) -> Path:
 
 def is_cached(peer: Peer) -> bool:
     stamp = _stamp(peer)
-    return stamp.is_file() and stamp.read_text().strip() == _pom_digest()
+    return stamp.is_file() and stamp.read_text().strip() == _profile_digest(peer)
 
 
 @contextlib.contextmanager
@@ -126,7 +135,7 @@ def fetch(peer: Peer, progress: Callable[[str], None] = lambda _message: None) -
             done = subprocess.run(command, capture_output=True, text=True, check=False)
             if done.returncode != 0 or not any(staging.glob("*.jar")):
                 raise PeerUnavailableError(_maven_failure(peer, done.stdout + done.stderr))
-            (staging / ".resolved").write_text(_pom_digest() + "\n")
+            (staging / ".resolved").write_text(_profile_digest(peer) + "\n")
             shutil.rmtree(jar_dir(peer), ignore_errors=True)
             staging.rename(jar_dir(peer))
         finally:
