@@ -44,10 +44,15 @@ def zookeeper_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-@contextlib.contextmanager
-def zookeeper(args: argparse.Namespace, create_chroot: bool = False) -> Iterator[KazooClient]:
+def zookeeper(args: argparse.Namespace, create_chroot: bool = False) -> contextlib.AbstractContextManager[KazooClient]:
     """A started kazoo client on ``--zookeeper``; the chroot is created first when asked."""
-    hosts, _, chroot = zk_connect(args.zookeeper).partition("/")
+    return zookeeper_at(zk_connect(args.zookeeper), create_chroot)
+
+
+@contextlib.contextmanager
+def zookeeper_at(connect: str, create_chroot: bool = False) -> Iterator[KazooClient]:
+    """A started kazoo client on ``connect`` (``host:port[,..][/chroot]``); the chroot is created first when asked."""
+    hosts, _, chroot = connect.partition("/")
     client = KazooClient(hosts=hosts)
     try:
         client.start(timeout=CONNECT_TIMEOUT_S)

@@ -49,6 +49,18 @@ def broker_ids(client: KazooClient) -> list[int]:
     return sorted(int(b) for b in _children(client, layout.BROKER_IDS_PATH) if b.lstrip("-").isdigit())
 
 
+def read_brokers(client: KazooClient) -> list[layout.BrokerRegistration]:
+    """Every broker registration under ``/brokers/ids``, by id; one that vanishes while being read is left out."""
+    brokers = []
+    for broker_id in broker_ids(client):
+        try:
+            data, _ = client.get(layout.broker_path(broker_id))
+        except NoNodeError:
+            continue
+        brokers.append(layout.decode_broker_registration(broker_id, data))
+    return brokers
+
+
 def _replicas(partition: int, brokers: list[int], replication_factor: int) -> list[int]:
     brokers = brokers or [0]
     return [brokers[(partition + i) % len(brokers)] for i in range(min(replication_factor, len(brokers)))]

@@ -204,6 +204,14 @@ class BrokerRegistration:
     version: int = 1
     endpoints: tuple[str, ...] = ()
 
+    @property
+    def connection_string(self) -> str | None:
+        """``host:port`` to reach the broker (an IPv6 host in brackets, as Kafka's ``formatAddress``); None
+        when the registration names no host (a broker without a PLAINTEXT listener)."""
+        if self.host is None:
+            return None
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
 
 def encode_broker_registration(broker: BrokerRegistration) -> bytes:
     """The v1 (0.8.x) registration; keys in the order 0.8.2's 5-entry Scala Map iterates (§1.1)."""
