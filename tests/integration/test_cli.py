@@ -151,10 +151,13 @@ def _spawn(*argv):
 
 
 def _spawn_member(zk_connect, consumer_id, topics, *extra):
-    """``zkcoord legacy run`` for member ``g_<consumer_id>`` of group ``g``."""
+    """``zkcoord legacy run`` for member ``g_<consumer_id>`` of group ``g``, reading synthetic records (the broker
+    that prepare_cluster registers does not run)."""
     return _spawn(
         "legacy",
         "run",
+        "--source",
+        "synthetic",
         "--zookeeper",
         zk_connect,
         "--group",

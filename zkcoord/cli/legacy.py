@@ -1,13 +1,18 @@
-"""``zkcoord legacy run|verify|offsets``: a Kafka 0.8.2 ZooKeeper group member, its check, its offsets' export.
+"""``zkcoord legacy run|verify|offsets``: a Kafka 0.8.2 ZooKeeper group member that reads the brokers as 0.8.2's
+ConsoleConsumer does, its check, its offsets' export.
 
 Must not import another command family module; shared helpers come from ``zkcoord.cli.common``.
 """
 
 import argparse
+import contextlib
 import json
 import sys
+import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TextIO
 
 from zkcoord.cli.common import (
     EXIT_OK,
@@ -19,13 +24,26 @@ from zkcoord.cli.common import (
     parse_key_values,
     print_table,
     read_properties,
-    wait_until_set,
     zk_connect,
     zookeeper,
+    zookeeper_at,
     zookeeper_option,
 )
+from zkcoord.config import parse_bootstrap_servers
+from zkcoord.errors import ConfigError
 from zkcoord.model import TopicPartition
-from zkcoord.zk import admin
+from zkcoord.sources import RecordSource, open_source
+from zkcoord.zk import admin, layout
+
+# How often `legacy run` without --print writes the counts so far (when they changed).
+COUNTS_REPORT_INTERVAL_S = 10.0
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number")
+    return value
 
 
 def parse_topic_streams(text: str) -> dict[str, int]:
@@ -46,7 +64,46 @@ def _format_partitions(partitions: Sequence[TopicPartition]) -> str:
     return ",".join(f"{tp.topic}-{tp.partition}" for tp in partitions) or "-"
 
 
+def broker_bootstrap(brokers: Sequence[layout.BrokerRegistration], connect: str) -> str:
+    """``host:port,...`` of the brokers registered under ``/brokers/ids`` of ``connect``, as 0.8.2 finds them.
+
+    A UsageError saying what to do when none is registered or none has a PLAINTEXT host.
+    """
+    addresses = [broker.connection_string for broker in brokers if broker.connection_string]
+    if addresses:
+        return ",".join(addresses)
+    if brokers:
+        found = (
+            f"no broker registered under {layout.BROKER_IDS_PATH} in {connect} has a PLAINTEXT host "
+            f"(broker ids {', '.join(str(broker.broker_id) for broker in brokers)})"
+        )
+    else:
+        found = f"no broker is registered under {layout.BROKER_IDS_PATH} in {connect}"
+    raise UsageError(
+        f"{found}: start one on that ZooKeeper chroot (zkcoord kafka start --zookeeper {connect}), name the brokers "
+        "with --bootstrap-server HOST:PORT[,HOST:PORT], or read synthetic records with --source synthetic"
+    )
+
+
+def _open_source(args: argparse.Namespace, connect: str) -> RecordSource:
+    """``--source``, else Kafka at ``--bootstrap-server``, else Kafka at the brokers registered in ZooKeeper."""
+    if args.source:
+        return open_source(args.source)
+    from zkcoord.sources.kafka import KafkaSource
+
+    if args.bootstrap_server:
+        try:
+            parse_bootstrap_servers(args.bootstrap_server)
+        except ConfigError:
+            raise UsageError(f"--bootstrap-server {args.bootstrap_server!r}: give HOST:PORT[,HOST:PORT]") from None
+        return KafkaSource(args.bootstrap_server)
+    with zookeeper_at(connect) as client:
+        return KafkaSource(broker_bootstrap(admin.read_brokers(client), connect))
+
+
 def cmd_legacy_run(args: argparse.Namespace) -> int:
+    from zkcoord.legacy.config import AUTO_OFFSET_RESET_SMALLEST
+    from zkcoord.legacy.console import StreamReaders, format_counts
     from zkcoord.legacy.consumer import LegacyConsumer
     from zkcoord.trace import JsonLinesTraceWriter
 
@@ -57,6 +114,10 @@ def cmd_legacy_run(args: argparse.Namespace) -> int:
     properties["group.id"] = args.group
     if args.consumer_id:
         properties["consumer.id"] = args.consumer_id
+    # 0.8.2's ConsoleConsumer sets this too, but refuses a group with offsets unless told to delete them all: a
+    # member beside others keeps them, and reset applies only where a partition has none (or an invalid one).
+    if args.from_beginning:
+        properties["auto.offset.reset"] = AUTO_OFFSET_RESET_SMALLEST
     subscription: dict = {}
     if args.topics:
         subscription["topics"] = parse_topic_streams(args.topics)
@@ -64,41 +125,90 @@ def cmd_legacy_run(args: argparse.Namespace) -> int:
         subscription["whitelist"] = args.whitelist
     if args.blacklist:
         subscription["blacklist"] = args.blacklist
-    sinks: list[Callable] = [_print_rebalance(args.json)]
-    writer = JsonLinesTraceWriter(args.trace) if args.trace else None
-    if writer:
-        sinks.append(writer)
-    consumer = LegacyConsumer(properties, trace=sinks, num_streams=args.num_streams, **subscription)
-    print(f"member {consumer.consumer_id} joining group {args.group}; Ctrl-C leaves", flush=True)
-    try:
-        consumer.start()  # Ctrl-C here raises KeyboardInterrupt, which start() turns into a clean close
-        wait_until_set(interrupt_event())
-    except KeyboardInterrupt:
-        print("interrupted before the member had joined", file=sys.stderr)
-        return EXIT_OK
-    finally:
-        consumer.close()
-        if writer:
-            writer.close()
+    printing = args.print or args.print_key or args.print_offsets
+    notices = sys.stderr if printing else sys.stdout  # with records on standard output, it carries nothing else
+    with contextlib.ExitStack() as cleanup:
+        source = _open_source(args, properties["zookeeper.connect"])
+        cleanup.callback(source.close)
+        sinks: list[Callable] = [_print_rebalance(args.json, notices)]
+        if args.trace:
+            writer = JsonLinesTraceWriter(args.trace)
+            cleanup.callback(writer.close)
+            sinks.append(writer)
+        consumer = LegacyConsumer(properties, trace=sinks, num_streams=args.num_streams, source=source, **subscription)
+        cleanup.callback(consumer.close)
+        print(
+            f"member {consumer.consumer_id} joining group {args.group}, reading {source.spec}; Ctrl-C leaves",
+            file=notices,
+            flush=True,
+        )
+        try:
+            consumer.start()  # Ctrl-C here raises KeyboardInterrupt, which start() turns into a clean close
+        except KeyboardInterrupt:
+            print("interrupted before the member had joined", file=sys.stderr)
+            return EXIT_OK
+        write = _record_writer(args) if printing else lambda record: None
+        readers = StreamReaders(consumer, write, max_records=args.max_messages, stop=interrupt_event()).start()
+        _wait_reporting(readers, None if printing else notices)
+        readers.close()  # the member's final commit
+        print(format_counts(readers.counts()), file=notices, flush=True)
+        if readers.failure:
+            raise readers.failure  # a SourceError exits 2; a closed standard output (BrokenPipeError) 0
     return EXIT_OK
 
 
-def _print_rebalance(as_json: bool) -> Callable[[dict], None]:
+def _record_writer(args: argparse.Namespace) -> Callable:
+    """Write each record as one line on standard output, as it comes, from any stream's thread."""
+    from zkcoord.legacy.console import format_record
+
+    output = sys.stdout.buffer
+    lock = threading.Lock()
+    fields = {"value": args.print or args.print_key, "key": args.print_key, "offsets": args.print_offsets}
+
+    def write(record) -> None:
+        line = format_record(record, **fields) + b"\n"
+        with lock:
+            output.write(line)
+            output.flush()
+
+    return write
+
+
+def _wait_reporting(readers, report: TextIO | None) -> None:
+    """Until the readers stop (Ctrl-C included), writing the counts to ``report`` now and then when they changed."""
+    from zkcoord.legacy.console import format_counts
+
+    reported: dict = {}
+    next_report = time.monotonic() + COUNTS_REPORT_INTERVAL_S
+    while not readers.stop.wait(0.5):  # wakes now and then so that signal handlers run
+        if report is not None and time.monotonic() >= next_report:
+            next_report += COUNTS_REPORT_INTERVAL_S
+            counts = readers.counts()
+            if counts != reported:
+                print(format_counts(counts, so_far=True), file=report, flush=True)
+                reported = counts
+
+
+def _print_rebalance(as_json: bool, output: TextIO) -> Callable[[dict], None]:
     def sink(event: dict) -> None:
         if as_json:
-            print(json.dumps(event, sort_keys=True), flush=True)
+            print(json.dumps(event, sort_keys=True), file=output, flush=True)
         elif event["type"] == "legacy.rebalance_attempt":
             detail = {"conflict": f" conflicts={event['conflicts']}", "error": f" {event['error']}"}
             print(
                 f"rebalance attempt {event['attempt']} ({event['reason']}): {event['outcome']} in "
                 f"{event['duration_ms']:.0f} ms, {event['zk_ops']} ZooKeeper ops" + detail.get(event["outcome"], ""),
+                file=output,
                 flush=True,
             )
         elif event["type"] == "legacy.assignment" and event["connected"]:
             for thread, claims in event["assignment"].items():
-                print(f"  {thread}: {_format_partitions([TopicPartition(*c) for c in claims])}", flush=True)
+                print(
+                    f"  {thread}: {_format_partitions([TopicPartition(*c) for c in claims])}", file=output, flush=True
+                )
         elif event["type"] in ("legacy.session_expired", "legacy.rebalance_failed"):
-            print(f"{event['type']}: {json.dumps({k: v for k, v in event.items() if k not in ('schema', 'type')})}")
+            fields = {k: v for k, v in event.items() if k not in ("schema", "type")}
+            print(f"{event['type']}: {json.dumps(fields)}", file=output, flush=True)
 
     return sink
 
@@ -170,7 +280,9 @@ def register(commands) -> None:
     """Add ``legacy`` and its actions to the ``zkcoord`` subcommands."""
     legacy = commands.add_parser("legacy", help="Kafka 0.8.2 ZooKeeper consumer groups")
     actions = legacy.add_subparsers(dest="action", required=True)
-    run = actions.add_parser("run", help="run one member until Ctrl-C, printing assignment changes")
+    run = actions.add_parser(
+        "run", help="run one member until Ctrl-C, reading the brokers' records and printing rebalances and counts"
+    )
     run.add_argument("--group", required=True)
     subscription = run.add_mutually_exclusive_group(required=True)
     subscription.add_argument("--topics", metavar="T1:STREAMS,T2:STREAMS", help="static subscription, in order")
@@ -180,6 +292,27 @@ def register(commands) -> None:
     run.add_argument("--consumer-id", help="consumer.id (default: host-time-random, as 0.8.2)")
     run.add_argument("--consumer.config", dest="consumer_config", metavar="FILE", help="Kafka consumer properties")
     run.add_argument("--consumer-property", action="append", default=[], metavar="KEY=VALUE")
+    run.add_argument(
+        "--from-beginning",
+        action="store_true",
+        help="auto.offset.reset=smallest: partitions without a committed offset start at the log's beginning",
+    )
+    run.add_argument("--max-messages", type=_positive_int, metavar="N", help="leave after N records")
+    run.add_argument("--print", action="store_true", help="write each record's value on standard output")
+    run.add_argument("--print-key", action="store_true", help="write KEY<TAB>VALUE (a null key as null)")
+    run.add_argument(
+        "--print-offsets", action="store_true", help="write TOPIC PARTITION OFFSET (before the key and value if asked)"
+    )
+    records = run.add_mutually_exclusive_group()
+    records.add_argument(
+        "--bootstrap-server",
+        metavar="HOST:PORT[,HOST:PORT]",
+        help="the Kafka brokers to read records from (default: those registered under /brokers/ids; not "
+        "zkcoord's coordinator nodes, which the bootstrap.servers property names)",
+    )
+    records.add_argument(
+        "--source", metavar="SPEC", help="another record source: synthetic[:rate=N,...] or kafka:bootstrap=... "
+    )
     run.add_argument("--trace", metavar="FILE", help="append trace events (JSON lines) here")
     run.add_argument("--json", action="store_true", help="print every trace event as JSON")
     zookeeper_option(run)
