@@ -5,6 +5,7 @@ import signal
 import socket
 import subprocess
 import sys
+import uuid
 
 import pytest
 from kazoo.client import KazooClient
@@ -80,3 +81,32 @@ def test_kafka_start_runs_a_broker_that_registers_in_zookeeper_until_ctrl_c(zk_s
             process.kill()
         client.stop()
         client.close()
+
+
+def test_topics_made_by_zkcoord_beside_a_real_controller_come_online(kafka):
+    """``zkcoord topics create|alter`` leaves leader election to Kafka's controller, as ``kafka-topics`` does."""
+    from zkcoord import cli
+
+    topic = f"made-by-zkcoord-{uuid.uuid4().hex[:8]}"
+    zookeeper = ["--zookeeper", kafka.zk_connect]
+    assert cli.main(["topics", "create", topic, "--partitions", "2", *zookeeper]) == 0
+    assert cli.main(["topics", "alter", "--topic", topic, "--partitions", "3", *zookeeper]) == 0
+    for partition in range(3):
+        kafka.produce(topic, [b"x"] * (partition + 1), partition=partition)
+    assert kafka.end_offsets(topic) == {0: 1, 1: 2, 2: 3}
+
+
+def test_kafka_produce_sends_each_line_with_kafka_s_console_producer(kafka):
+    topic = f"produced-{uuid.uuid4().hex[:8]}"
+    kafka.create_topic(topic, 1)
+    done = subprocess.run(
+        [sys.executable, "-m", "zkcoord.cli", "kafka", "produce", "--bootstrap-server", kafka.bootstrap]
+        + ["--topic", topic],
+        input="".join(f"line {i}\n" for i in range(25)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert kafka.end_offsets(topic) == {0: 25}

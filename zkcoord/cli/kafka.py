@@ -1,10 +1,12 @@
-"""``zkcoord peers fetch`` and ``zkcoord kafka start``: Apache Kafka's own jars, and a local broker from them.
+"""``zkcoord peers fetch`` and ``zkcoord kafka start|produce``: Apache Kafka's own jars, a local broker from them,
+and Kafka's console producer.
 
 ``kafka start`` is a convenience for trying zkcoord on one machine, not a way to run Kafka in production.
 Must not import another command family module; shared helpers come from ``zkcoord.cli.common``.
 """
 
 import argparse
+import subprocess
 import sys
 
 from zkcoord import peers
@@ -50,6 +52,19 @@ def cmd_kafka_start(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_kafka_produce(args: argparse.Namespace) -> int:
+    """Kafka's own console producer from the cached 3.9 jars: one record per line of standard input."""
+    from zkcoord.peers.jvm import java_command
+
+    command = java_command(
+        peers.BROKER,
+        "kafka.tools.ConsoleProducer",
+        ["--bootstrap-server", args.bootstrap_server, "--topic", args.topic],
+        heap_mb=args.heap_mb,
+    )
+    return subprocess.run(command, check=False).returncode
+
+
 def register(commands) -> None:
     """Add ``peers`` and ``kafka`` to the ``zkcoord`` subcommands."""
     peer_actions = commands.add_parser("peers", help="Apache Kafka's jars, resolved by Maven into a cache")
@@ -67,3 +82,8 @@ def register(commands) -> None:
     start.add_argument("--heap-mb", type=int, default=512)
     zookeeper_option(start)
     start.set_defaults(func=cmd_kafka_start)
+    produce = kafka_actions.add_parser("produce", help="send standard input's lines to a topic (Kafka's producer)")
+    produce.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,HOST:PORT]")
+    produce.add_argument("--topic", required=True)
+    produce.add_argument("--heap-mb", type=int, default=256)
+    produce.set_defaults(func=cmd_kafka_produce)

@@ -47,8 +47,15 @@ class TestKafka:
         """Send ``values`` to ``topic`` (to ``partition``, else by kafka-python's partitioner) and flush."""
         from kafka import KafkaProducer
 
-        producer = KafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=5, acks=1)
+        # A short metadata age: a partition just added reaches the producer within the wait below.
+        producer = KafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=5, acks=1, metadata_max_age_ms=200)
         try:
+            if partition is not None:
+                wait_until(
+                    lambda: partition in producer.partitions_for(topic),
+                    timeout=30,
+                    what=f"the producer to learn of {topic}-{partition}",
+                )
             for value in values:
                 producer.send(topic, key=key, value=value, partition=partition)
             producer.flush(30)

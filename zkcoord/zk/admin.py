@@ -67,7 +67,11 @@ def _replicas(partition: int, brokers: list[int], replication_factor: int) -> li
 
 
 def create_topic(client: KazooClient, topic: str, partitions: int, replication_factor: int = 1) -> None:
-    """``/brokers/topics/<t>`` and each partition's state, replicas spread over registered brokers."""
+    """``/brokers/topics/<t>`` with replicas spread over registered brokers, as ``kafka-topics --create``.
+
+    A live Kafka controller elects the partitions' leaders itself; without one, zkcoord writes each
+    partition's state as a controller would, so a cluster of registrations alone looks complete.
+    """
     if not layout.is_legal_name(topic):
         raise AdminError(f"topic name {topic!r} is illegal: use [a-zA-Z0-9._-], at most 255 characters")
     if partitions < 1 or replication_factor < 1:
@@ -82,6 +86,8 @@ def create_topic(client: KazooClient, topic: str, partitions: int, replication_f
 
 
 def _write_partition_states(client: KazooClient, topic: str, replicas: dict[int, list[int]]) -> None:
+    if client.exists(layout.CONTROLLER_PATH):  # a real controller would fail to bring ready-made states online
+        return
     for partition, assigned in replicas.items():
         with contextlib.suppress(NodeExistsError):
             client.create(

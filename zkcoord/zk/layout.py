@@ -16,6 +16,7 @@ from zkcoord.errors import ZkcoordError
 
 BROKER_IDS_PATH = "/brokers/ids"
 BROKER_TOPICS_PATH = "/brokers/topics"
+CONTROLLER_PATH = "/controller"  # the ephemeral of the live Kafka controller
 CONSUMERS_PATH = "/consumers"
 
 PATTERN_STATIC = "static"
