@@ -6,6 +6,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from zkcoord.assign.java import immutable_map_order
 from zkcoord.zk.layout import (
     PATTERN_BLACKLIST,
     PATTERN_STATIC,
@@ -123,11 +124,18 @@ def test_static_registration_exact_bytes_spec_1_4():
     )
 
 
-def test_registration_keeps_the_given_subscription_order_spec_1_4():
-    # Even past four topics: the caller decides the order (it matters for round-robin ties, §4.3).
-    topics = ["e", "d", "c", "b", "a", "f"]
+def test_registration_keeps_the_given_subscription_order_up_to_four_topics_spec_1_4():
+    topics = ["e", "d", "c", "b"]
     encoded = encode_consumer_registration(ConsumerRegistration(dict.fromkeys(topics, 1), timestamp_ms=1))
-    assert b'"subscription":{"e":1,"d":1,"c":1,"b":1,"a":1,"f":1},' in encoded
+    assert b'"subscription":{"e":1,"d":1,"c":1,"b":1},' in encoded
+
+
+def test_registration_of_more_topics_follows_scala_s_hash_trie_map_as_0_8_2_writes_it():
+    # What the real 0.8.2.2 connector wrote for a LinkedHashMap ta, tb, tc, td, te: its Java API copies the
+    # map into a Scala immutable Map, which past four keys iterates in hash-trie order.
+    subscription = {"ta": 1, "tb": 2, "tc": 1, "td": 1, "te": 1}
+    encoded = encode_consumer_registration(ConsumerRegistration(subscription, timestamp_ms=1))
+    assert b'"subscription":{"ta":1,"td":1,"tc":1,"te":1,"tb":2},' in encoded
 
 
 @pytest.mark.parametrize("pattern", [PATTERN_WHITELIST, PATTERN_BLACKLIST])
@@ -452,10 +460,11 @@ topic_names = st.from_regex(r"[a-zA-Z0-9._\-]{1,40}", fullmatch=True).filter(lam
     subscription=st.dictionaries(topic_names, st.integers(1, 100), min_size=1, max_size=12),
     timestamp=st.integers(min_value=0),
 )
-def test_static_registration_round_trip_keeps_order(subscription, timestamp):
+def test_static_registration_round_trip_keeps_the_scala_map_order(subscription, timestamp):
     registration = ConsumerRegistration(subscription, PATTERN_STATIC, timestamp_ms=timestamp)
     decoded = decode_consumer_registration("g", "c", encode_consumer_registration(registration))
-    assert list(decoded.subscription.items()) == list(subscription.items())
+    assert decoded.subscription == subscription
+    assert list(decoded.subscription) == immutable_map_order(list(subscription))
     assert (decoded.pattern, decoded.timestamp_ms, decoded.version) == (PATTERN_STATIC, timestamp, 1)
 
 

@@ -341,15 +341,18 @@ class ConsumerRegistration:
 
 
 def encode_consumer_registration(registration: ConsumerRegistration) -> bytes:
-    """Exactly ``{"version":1,"subscription":{...},"pattern":"...","timestamp":"<ms>"}`` (§1.4)."""
+    """Exactly ``{"version":1,"subscription":{...},"pattern":"...","timestamp":"<ms>"}`` (§1.4).
+
+    The subscription's keys come in the order of the Scala immutable Map 0.8.2 encodes (its Java API copies
+    the application's map into one): the given order up to four topics, the HashTrieMap's past that.
+    """
     for topic, streams in registration.subscription.items():
         if not _is_int(streams) or streams < 1:
             raise ValueError(f"streams for {topic!r} must be an int >= 1, not {streams!r} (§2.2)")
-    subscription = (
-        {json_escape_string(key): n for key, n in registration.subscription.items()}
-        if registration.pattern != PATTERN_STATIC
-        else dict(registration.subscription)
-    )
+    escape = json_escape_string if registration.pattern != PATTERN_STATIC else str
+    subscription = {
+        escape(key): registration.subscription[key] for key in immutable_map_order(list(registration.subscription))
+    }
     return _encode_json_value(
         {
             "version": registration.version,
