@@ -92,6 +92,23 @@ def test_kafka_source_sees_records_produced_after_it_reached_the_end(kafka):
         source.close()
 
 
+def test_kafka_source_reads_a_partition_added_after_it_read_the_topic(kafka):
+    """A legacy member owns a new partition as soon as ZooKeeper lists it, before kafka-python's metadata
+    cache would have learnt of it."""
+    from zkcoord.sources.kafka import KafkaSource
+
+    grown = unique("grown")
+    kafka.create_topic(grown, 1)
+    source = KafkaSource(kafka.bootstrap)
+    try:
+        assert source.end_offsets([TopicPartition(grown, 0)]) == {TopicPartition(grown, 0): 0}
+        kafka.add_partitions(grown, 2)
+        produce(kafka.bootstrap, grown, 1, [b"new"])
+        assert [r.value for r in source.fetch(TopicPartition(grown, 1), 0, 10)] == [b"new"]
+    finally:
+        source.close()
+
+
 def test_kafka_source_reports_an_unreachable_cluster():
     import kafka
 

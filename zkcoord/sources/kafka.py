@@ -162,6 +162,11 @@ class KafkaSource:
         if known is None or tp.partition not in known:
             try:
                 known = self._consumer.partitions_for_topic(tp.topic) or set()
+                if tp.partition not in known:
+                    # kafka-python answers from its metadata cache while it knows the topic, which misses
+                    # partitions added since; a legacy member owns them as soon as ZooKeeper lists them.
+                    self._consumer.topics()  # always reads the cluster's metadata
+                    known = self._consumer.partitions_for_topic(tp.topic) or set()
             except self._errors.KafkaError as error:
                 raise self._source_error(error, f"reading metadata of {tp.topic}") from error
             self._partitions[tp.topic] = known
