@@ -132,6 +132,11 @@ class OffsetOutOfRangeError(SourceError):
     """A fetch asked for an offset the source does not hold (below the beginning or past the end)."""
 
 
+class UnknownPartitionError(SourceError):
+    """The source does not know the partition, or not yet: one just added may reach ZooKeeper before the
+    brokers' metadata."""
+
+
 class NoOffsetForPartitionError(ZkcoordError):
     """A partition has no committed offset and ``auto.offset.reset`` is ``none``."""
 

@@ -11,7 +11,7 @@ import pytest
 from legacy_support import FAST, prepare_cluster
 
 from zkcoord.clock import ManualClock
-from zkcoord.errors import ConsumerTimeoutError
+from zkcoord.errors import ConsumerTimeoutError, UnknownPartitionError
 from zkcoord.legacy.consumer import WILDCARD_STREAMS, KafkaStream, LegacyConsumer
 from zkcoord.model import TopicPartition
 from zkcoord.sources import SyntheticSource
@@ -231,6 +231,52 @@ def test_auto_offset_reset_applies_without_a_valid_committed_offset(zk, zk_conne
         assert first + drain(stream) == records_of("t", 0, expected_start, 13)
         consumer.commit()
     assert zk_offset(zk, 0) == 13
+
+
+class LateMetadataLog(SyntheticSource):
+    """A fixed log that does not know the ``unknown`` partitions, as brokers before a new partition's metadata
+    reaches them."""
+
+    def __init__(self, records: int, unknown: set[TopicPartition]):
+        super().__init__(rate_per_partition=0, initial_records=records, start_ms=0)
+        self.unknown = unknown
+
+    def _check(self, partitions):
+        for partition in partitions:
+            if TopicPartition(*partition) in self.unknown:
+                raise UnknownPartitionError(f"no partition {partition}")
+
+    def beginning_offsets(self, partitions):
+        self._check(partitions)
+        return super().beginning_offsets(partitions)
+
+    def end_offsets(self, partitions):
+        self._check(partitions)
+        return super().end_offsets(partitions)
+
+    def fetch(self, partition, offset, max_records):
+        self._check([partition])
+        return super().fetch(partition, offset, max_records)
+
+
+def test_a_partition_the_source_does_not_know_yet_is_asked_for_again_while_the_others_flow(zk, zk_connect, caplog):
+    """0.8.2's leader finder keeps looking for a partition the brokers do not know yet (one just added): the
+    stream goes on with its other partitions and reads that one once the source knows it."""
+    prepare_cluster(zk, {"t": 2})
+    source = LateMetadataLog(3, unknown={TopicPartition("t", 1)})
+    with member(
+        zk_connect,
+        "a",
+        source=source,
+        auto_offset_reset="smallest",
+        consumer_timeout_ms=QUIET_MS,
+        refresh_leader_backoff_ms=20,
+    ) as consumer:
+        stream = consumer.streams()["t"][0]
+        assert drain(stream) == records_of("t", 0, 0, 3)
+        source.unknown.clear()
+        assert drain(stream) == records_of("t", 1, 0, 3)
+    assert caplog.text.count("the source does not know partition") == 1  # once, not at every retry
 
 
 def test_seek_moves_the_stream(zk, zk_connect):

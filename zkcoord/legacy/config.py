@@ -74,6 +74,12 @@ class LegacyConsumerConfig:
     consumer_timeout_ms: int = kafka_field(
         "consumer.timeout.ms", -1, "a stream raises ConsumerTimeoutError after this long without a record; -1 blocks"
     )
+    refresh_leader_backoff_ms: int = kafka_field(
+        "refresh.leader.backoff.ms",
+        200,
+        "how long a stream waits before asking its source again about a partition the source did not know, "
+        "e.g. one just added (0.8.2's leader finder retries as often)",
+    )
     fetch_message_max_records: int = kafka_field(
         "fetch.message.max.records",
         500,
@@ -111,6 +117,8 @@ class LegacyConsumerConfig:
         if reset not in (AUTO_OFFSET_RESET_SMALLEST, AUTO_OFFSET_RESET_LARGEST):
             raise ConfigError(f"auto.offset.reset={self.auto_offset_reset!r}: use smallest or largest (0.8.2 names)")
         object.__setattr__(self, "auto_offset_reset", reset)
+        if self.refresh_leader_backoff_ms < 0:
+            raise ConfigError("refresh.leader.backoff.ms must be >= 0")
         if self.fetch_message_max_records < 1:
             raise ConfigError("fetch.message.max.records must be >= 1")
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from gevent import monkey
 
 from zkcoord.assign.legacy import thread_id
-from zkcoord.errors import ConsumerTimeoutError, OffsetOutOfRangeError
+from zkcoord.errors import ConsumerTimeoutError, OffsetOutOfRangeError, UnknownPartitionError
 from zkcoord.legacy.config import AUTO_OFFSET_RESET_SMALLEST, LegacyConsumerConfig
 from zkcoord.model import TopicPartition
 from zkcoord.sources import Record, RecordSource
@@ -77,6 +77,8 @@ class KafkaStream:
         self._chunk_owner: Owned | None = None
         self._expected = -1  # the position handing out the next chunk record requires
         self._cursor = 0
+        # Partitions the source did not know, and when to ask it again (0.8.2's leader finder keeps retrying).
+        self._unknown_until: dict[TopicPartition, float] = {}
 
     def __repr__(self) -> str:
         return f"KafkaStream({self.thread_id!r}, topic={self.topic!r})"
@@ -156,13 +158,26 @@ class KafkaStream:
         for step in range(len(view)):
             index = (self._cursor + step) % len(view)
             partition, owned = view[index]
+            if self._unknown_until.get(partition, 0.0) > time.monotonic():
+                continue
             position = owned.position
-            if position < 0:
-                position = self._reset(partition, owned, position)
-                if position < 0:
-                    continue
             try:
+                if position < 0:
+                    position = self._reset(partition, owned, position)
+                    if position < 0:
+                        continue
                 records = self._source.fetch(partition, position, batch)
+            except UnknownPartitionError as error:
+                if partition not in self._unknown_until:
+                    log.warning(
+                        "the source does not know partition=%s member=%s error=%s; asking again every %d ms",
+                        partition,
+                        self._consumer_id,
+                        error,
+                        self._config.refresh_leader_backoff_ms,
+                    )
+                self._unknown_until[partition] = time.monotonic() + self._config.refresh_leader_backoff_ms / 1000.0
+                continue
             except OffsetOutOfRangeError as error:
                 log.warning(
                     "offset out of range member=%s partition=%s offset=%d error=%s; applying auto.offset.reset=%s",
@@ -174,6 +189,7 @@ class KafkaStream:
                 )
                 self._reset(partition, owned, position)
                 continue
+            self._unknown_until.pop(partition, None)
             if records:
                 self._chunk, self._chunk_index = records, 0
                 self._chunk_partition, self._chunk_owner, self._expected = partition, owned, position

@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from zkcoord.errors import OffsetOutOfRangeError, SourceError
+from zkcoord.errors import OffsetOutOfRangeError, SourceError, UnknownPartitionError
 from zkcoord.model import TopicPartition
 from zkcoord.sources.base import Record, as_partition, build_records, parse_spec
 
@@ -171,7 +171,9 @@ class KafkaSource:
                 raise self._source_error(error, f"reading metadata of {tp.topic}") from error
             self._partitions[tp.topic] = known
         if tp.partition not in known:
-            raise SourceError(f"kafka source {self.bootstrap_servers}: no partition {tp.topic}-{tp.partition}")
+            raise UnknownPartitionError(
+                f"kafka source {self.bootstrap_servers}: no partition {tp.topic}-{tp.partition}"
+            )
 
     def _poll(self, tp, offset: int, max_records: int, wait_for_records: bool) -> list[Record]:
         if self._fetching != tp:
