@@ -22,6 +22,29 @@ def test_a_cached_peer_is_reused_without_maven(monkeypatch):
     assert peers.classpath(peers.LEGACY_CONSUMER) == f"{folder}/*"
 
 
+def test_the_member_driver_is_compiled_once_and_set_up_says_where(monkeypatch, capsys):
+    from zkcoord import cli
+    from zkcoord.peers import driver
+
+    classes = driver.compiled_driver()  # set-up compiled it; compiles now if not
+    assert (classes / "LegacyMember.class").is_file() and classes.parent == peers.cache_root()
+    monkeypatch.setenv("PATH", "/nonexistent")  # neither Maven nor javac: the cache must do
+    assert driver.compiled_driver() == classes
+    assert cli.main(["peers", "fetch"]) == 0
+    assert f"LegacyMember.java: ready in {classes}" in capsys.readouterr().out
+
+
+def test_without_javac_the_driver_says_a_jdk_is_needed(monkeypatch, tmp_path):
+    from zkcoord.peers import driver
+
+    monkeypatch.setattr(driver, "SOURCE", tmp_path / "LegacyMember.java")  # a source never compiled
+    driver.SOURCE.write_text("public final class LegacyMember {}\n")
+    monkeypatch.setattr(driver, "find_java", lambda: str(tmp_path / "jre" / "bin" / "java"))
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(peers.PeerUnavailableError, match="needs a JDK"):
+        driver.compiled_driver()
+
+
 def test_without_maven_set_up_says_what_is_missing(monkeypatch, tmp_path):
     monkeypatch.setenv("ZKCOORD_PEERS_CACHE", str(tmp_path))
     monkeypatch.setenv("PATH", "/nonexistent")

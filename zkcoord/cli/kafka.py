@@ -1,5 +1,5 @@
-"""``zkcoord peers fetch`` and ``zkcoord kafka start|produce``: Apache Kafka's own jars, a local broker from them,
-and Kafka's console producer.
+"""``zkcoord peers fetch`` and ``zkcoord kafka start|produce``: Apache Kafka's own jars (and the 0.8.2 member
+driver built on them), a local broker from them, and Kafka's console producer.
 
 ``kafka start`` is a convenience for trying zkcoord on one machine, not a way to run Kafka in production.
 Must not import another command family module; shared helpers come from ``zkcoord.cli.common``.
@@ -14,14 +14,24 @@ from zkcoord.cli.common import EXIT_OK, EXIT_USAGE, interrupt_event, wait_until_
 
 
 def cmd_peers_fetch(args: argparse.Namespace) -> int:
+    from zkcoord.peers import driver
+
+    def progress(message: str) -> None:
+        print(message, flush=True)
+
     failures = []
     for peer in peers.PEERS:
         try:
-            folder = peers.fetch(peer, progress=lambda message: print(message, flush=True))
+            folder = peers.fetch(peer, progress=progress)
         except peers.PeerUnavailableError as error:
             failures.append(str(error))
             continue
         print(f"{peer.artifact}: ready in {folder}")
+    if peers.is_cached(peers.LEGACY_CONSUMER):  # the member driver compiles against the 0.8.2 jars
+        try:
+            print(f"{driver.SOURCE.name}: ready in {driver.compiled_driver(progress=progress)}")
+        except peers.PeerUnavailableError as error:
+            failures.append(str(error))
     for failure in failures:
         print(f"error: {failure}", file=sys.stderr)
     return EXIT_USAGE if failures else EXIT_OK
@@ -69,7 +79,9 @@ def register(commands) -> None:
     """Add ``peers`` and ``kafka`` to the ``zkcoord`` subcommands."""
     peer_actions = commands.add_parser("peers", help="Apache Kafka's jars, resolved by Maven into a cache")
     actions = peer_actions.add_subparsers(dest="action", required=True)
-    fetch = actions.add_parser("fetch", help="resolve the 0.8.2 consumer and the 3.9 broker (once; cached)")
+    fetch = actions.add_parser(
+        "fetch", help="resolve the 0.8.2 consumer and the 3.9 broker, compile the 0.8.2 member driver (once; cached)"
+    )
     fetch.set_defaults(func=cmd_peers_fetch)
 
     kafka = commands.add_parser("kafka", help="a local Kafka 3.9 broker in ZooKeeper mode (a convenience)")

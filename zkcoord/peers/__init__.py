@@ -77,8 +77,8 @@ def is_cached(peer: Peer) -> bool:
 
 
 @contextlib.contextmanager
-def _cache_lock() -> Iterator[None]:
-    """One resolver at a time per cache, across processes (two test runs started together)."""
+def cache_lock() -> Iterator[None]:
+    """One writer at a time per cache, across processes (two test runs started together); not re-entrant."""
     root = cache_root()
     root.mkdir(parents=True, exist_ok=True)
     with open(root / ".lock", "w") as handle:
@@ -113,7 +113,7 @@ def fetch(peer: Peer, progress: Callable[[str], None] = lambda _message: None) -
     """The folder holding ``peer``'s jars, resolving them through Maven first when the cache lacks them."""
     if is_cached(peer):
         return jar_dir(peer)
-    with _cache_lock():
+    with cache_lock():
         if is_cached(peer):  # another process resolved it while this one waited
             return jar_dir(peer)
         progress(f"resolving {peer.artifact} ({peer.purpose}) with Maven into {jar_dir(peer)}")
