@@ -209,7 +209,13 @@ def test_no_brokers_claims_nothing_until_a_broker_registers(zk, zk_connect):
 
 
 def test_foreign_jvm_member_is_respected(zk, zk_connect):
-    """A member written with kazoo exactly as unmodified 0.8.2 would share the group without a fight."""
+    """A member written with kazoo exactly as unmodified 0.8.2 would share the group without a fight.
+
+    The foreign member is the Python reference stand-in (:func:`_jvm_rebalance`), not a JVM: the test runs in
+    about a second on the per-test chroot, whose broker is a fake registration a real connector's fetcher
+    would keep failing to reach. The real 0.8.2.2 connector shares groups with zkcoord members on a real
+    broker in test_jvm_interop.py.
+    """
     prepare_cluster(zk, {"t": 10})
     recorder = Recorder()
     members = [member(zk_connect, f"m{i}", recorder=recorder).start() for i in range(2)]
@@ -233,7 +239,11 @@ def test_foreign_jvm_member_is_respected(zk, zk_connect):
 
 
 def _jvm_rebalance(zk, consumer_id, attempts=8, backoff=0.3):
-    """What ZKCC does for one member (§3.4), with its owner znodes written the 0.8.2 way."""
+    """What ZKCC does for one member (§3.4), with its owner znodes written the 0.8.2 way.
+
+    The Python reference stand-in for a JVM member, kept where a JVM's start-up is not worth it;
+    test_jvm_interop.py runs the real one.
+    """
     for _ in range(attempts):
         snapshot = admin.read_group(zk, "g")
         decision = legacy_assignment("range", snapshot.members, snapshot.partitions, consumer_id)
@@ -417,6 +427,8 @@ def test_uncertain_owner_nodes_are_released_only_when_ours(zk, zk_connect):
 
 
 def test_wildcard_that_python_cannot_evaluate_fails_attempts_instead_of_guessing(zk, zk_connect):
+    """A JVM member's wildcard in java.util.regex syntax only; its registration is written by hand, as the
+    Python reference stand-in for that member: the test is about zkcoord's refusal, not the JVM's claims."""
     prepare_cluster(zk, {"t": 2})
     recorder = Recorder()
     with member(zk_connect, "m0", recorder=recorder) as consumer:

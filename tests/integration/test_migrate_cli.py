@@ -77,7 +77,11 @@ def test_up_backfills_and_verify_reports_each_partition(node, zk, zk_connect, ca
 
 
 def test_a_jvm_member_is_named_when_reading_from_the_log_is_refused(node, zk, zk_connect, capsys):
-    """Issue: refuse an unsafe step with a reason that tells which member."""
+    """Issue: refuse an unsafe step with a reason that tells which member.
+
+    The JVM member is the Python reference stand-in: its registration written as 0.8.2 writes it, without a
+    zkcoord advertisement, which is all the refusal reads; a real connector would cost a JVM's start-up.
+    """
     write_offsets(zk, "g", {("t", 0): 5})
     registration = layout.encode_consumer_registration(layout.ConsumerRegistration({"t": 1}, "static", 1))
     zk.create(layout.consumer_path("g", "g_jvm-host-1-abcd"), registration, ephemeral=True, makepath=True)
