@@ -8,11 +8,12 @@ stopped with SIGTERM (its shutdown commits and closes the session), killed with 
 SIGSTOP past its session timeout so that ZooKeeper expires it. :class:`JvmMembers` owns the members of a
 test and kills whatever is left on exit.
 
-:func:`verify_consumer_rebalance` runs ``kafka.tools.VerifyConsumerRebalance`` of 0.8.2.2, which can never
-print success for a group that has partitions: it compares owner znode names (strings) with partition
-numbers (ints) and owner values with thread-id objects, so every owned partition draws one "No owner" and one
-"not a valid member" error (KAFKA-3952, fixed in 0.10.1). The report keeps the owner it read per partition
-and the complaints those two type mismatches do not explain.
+:func:`verify_consumer_rebalance` runs ``kafka.tools.VerifyConsumerRebalance``. 0.8.2.2's can never print
+success for a group that has partitions: it compares owner znode names (strings) with partition numbers
+(ints) and owner values with thread-id objects, so every owned partition draws one "No owner" and one "not a
+valid member" error (KAFKA-3952, fixed in 0.10.1). The report keeps the owner it read per partition and the
+complaints those two type mismatches do not explain. Kafka 1.1.1's (``peers.REBALANCE_VERIFIER``), the last
+release that has the tool, reads the same layout and gives the verdict (docs/peers.md).
 """
 
 import os
@@ -245,10 +246,10 @@ class JvmMembers:
 
 @dataclass(frozen=True)
 class RebalanceVerification:
-    """What ``kafka.tools.VerifyConsumerRebalance`` (0.8.2.2) printed for a group."""
+    """What ``kafka.tools.VerifyConsumerRebalance`` printed for a group."""
 
     successful: bool  # its verdict line
-    owners: dict[TopicPartition, str]  # the owner znode value it read, per partition
+    owners: dict[TopicPartition, str]  # the owner znode value 0.8.2.2's read, per partition (later ones log it at INFO)
     unowned: list[TopicPartition]  # partitions it found no owner znode for
     unexplained: list[str] = field(default_factory=list)  # complaints KAFKA-3952 does not explain
     output: str = ""
@@ -264,10 +265,13 @@ _NO_OWNER = re.compile(rf"No owner for partition {_PARTITION}")
 _OWNER = re.compile(rf"Owner (.+) for partition {_PARTITION} is not a valid member of consumer group (.+)")
 
 
-def verify_consumer_rebalance(zookeeper_connect: str, group: str, timeout: float = 60.0) -> RebalanceVerification:
-    """Run 0.8.2.2's ``VerifyConsumerRebalance --zookeeper.connect ... --group ...`` and read its output."""
+def verify_consumer_rebalance(
+    zookeeper_connect: str, group: str, peer: peers.Peer = peers.LEGACY_CONSUMER, timeout: float = 60.0
+) -> RebalanceVerification:
+    """Run ``VerifyConsumerRebalance --zookeeper.connect ... --group ...`` of ``peer`` (0.8.2.2's by default, or
+    ``peers.REBALANCE_VERIFIER``) and read its output."""
     command = java_command(
-        peers.LEGACY_CONSUMER,
+        peer,
         "kafka.tools.VerifyConsumerRebalance",
         ["--zookeeper.connect", zookeeper_connect, "--group", group],
     )
