@@ -12,7 +12,7 @@ setup: check-java $(STAMP) peers
 check-java:
 	@command -v java >/dev/null 2>&1 || [ -x "$$JAVA_HOME/bin/java" ] || { \
 	  echo "zkcoord needs a Java runtime (17 or newer) to run ZooKeeper."; \
-	  echo "  Debian/Ubuntu: sudo apt-get install -y openjdk-17-jre-headless"; \
+	  echo "  Debian/Ubuntu: sudo apt-get install -y openjdk-17-jdk-headless"; \
 	  echo "  macOS:         brew install openjdk@17"; \
 	  echo "  or set JAVA_HOME to an installed JDK."; exit 1; }
 
