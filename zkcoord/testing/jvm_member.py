@@ -56,14 +56,15 @@ class JvmRecord:
 
 
 class JvmMember:
-    """One 0.8.2 consumer in a child JVM; its standard output and error go to files in ``workdir``."""
+    """One 0.8.2 consumer in a child JVM; its standard output and error go to files named by its consumer id
+    in ``workdir``."""
 
     def __init__(self, name: str, consumer_id: str, command: Sequence[str], workdir: Path, prints_started: bool):
         self.name = name
         self.consumer_id = consumer_id
         self.command = list(command)
-        self.stdout_path = workdir / f"{name}.out"
-        self.stderr_path = workdir / f"{name}.err"
+        self.stdout_path = workdir / f"{consumer_id}.out"
+        self.stderr_path = workdir / f"{consumer_id}.err"
         self._prints_started = prints_started
         self._process: subprocess.Popen | None = None
         self._paused = False
@@ -147,10 +148,12 @@ class JvmMember:
         return "\n".join((self.stdout() + self.stderr()).strip().splitlines()[-lines:])
 
 
-def _properties(group: str, zookeeper_connect: str, name: str, properties: Mapping[str, object]) -> dict[str, str]:
+def _properties(
+    group: str, zookeeper_connect: str, name: str, properties: Mapping[str, object] | None
+) -> dict[str, str]:
     return {
         **FAST_JVM_PROPERTIES,
-        **{key: str(value) for key, value in properties.items()},
+        **{key: str(value) for key, value in (properties or {}).items()},
         "group.id": group,
         "zookeeper.connect": zookeeper_connect,
         "consumer.id": name,
@@ -175,16 +178,18 @@ class JvmMembers:
         whitelist: str | None = None,
         blacklist: str | None = None,
         num_streams: int = 1,
-        properties: Mapping[str, object] = {},  # noqa: B006 - read only
+        properties: Mapping[str, object] | None = None,
     ) -> JvmMember:
         """Start the LegacyMember driver as ``<group>_<name>``: a static ``topics`` map (in its order) or a
         wildcard; ``properties`` are 0.8.2 consumer properties laid over :data:`FAST_JVM_PROPERTIES`."""
+        if sum(x is not None for x in (topics, whitelist, blacklist)) != 1:
+            raise ValueError("subscribe the driver with exactly one of topics=, whitelist= or blacklist=")
         if topics is not None:
             subscription = ["--topics", ",".join(f"{topic}:{streams}" for topic, streams in topics.items())]
         else:
             kind = "--whitelist" if whitelist is not None else "--blacklist"
             subscription = [kind, whitelist if whitelist is not None else blacklist, str(num_streams)]
-        config = self._write_properties(name, _properties(group, zookeeper_connect, name, properties))
+        config = self._write_properties(_properties(group, zookeeper_connect, name, properties))
         command = java_command(
             peers.LEGACY_CONSUMER,
             driver.MAIN_CLASS,
@@ -202,14 +207,14 @@ class JvmMembers:
         whitelist: str,
         *,
         from_beginning: bool = False,
-        properties: Mapping[str, object] = {},  # noqa: B006 - read only
+        properties: Mapping[str, object] | None = None,
     ) -> JvmMember:
         """Start ``kafka.tools.ConsoleConsumer --whitelist`` as ``<group>_<name>`` (one stream).
 
         The tool sets ``auto.offset.reset`` itself: ``smallest`` with ``from_beginning``, which it refuses
         (exit 1) once the group has offsets, else ``largest``.
         """
-        config = self._write_properties(name, _properties(group, zookeeper_connect, name, properties))
+        config = self._write_properties(_properties(group, zookeeper_connect, name, properties))
         args = ["--zookeeper", zookeeper_connect, "--whitelist", whitelist, "--consumer.config", str(config)]
         command = java_command(
             peers.LEGACY_CONSUMER,
@@ -223,9 +228,9 @@ class JvmMembers:
         """The members that logged a rebalance failing every retry."""
         return [member.name for member in self.members if member.gave_up_rebalancing()]
 
-    def _write_properties(self, name: str, properties: Mapping[str, str]) -> Path:
+    def _write_properties(self, properties: Mapping[str, str]) -> Path:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        path = self.workdir / f"{name}.properties"
+        path = self.workdir / f"{properties['group.id']}_{properties['consumer.id']}.properties"
         path.write_text("".join(f"{key}={value}\n" for key, value in properties.items()))
         return path
 
