@@ -26,12 +26,12 @@ def test_the_member_driver_is_compiled_once_and_set_up_says_where(monkeypatch, c
     from zkcoord import cli
     from zkcoord.peers import driver
 
-    classes = driver.compiled_driver()  # set-up compiled it; compiles now if not
-    assert (classes / "LegacyMember.class").is_file() and classes.parent == peers.cache_root()
-    monkeypatch.setenv("PATH", "/nonexistent")  # neither Maven nor javac: the cache must do
-    assert driver.compiled_driver() == classes
-    assert cli.main(["peers", "fetch"]) == 0
+    assert cli.main(["peers", "fetch"]) == 0  # set-up compiled it; compiles now if not
+    classes = driver.compiled_driver()
     assert f"LegacyMember.java: ready in {classes}" in capsys.readouterr().out
+    assert (classes / "LegacyMember.class").is_file() and classes.parent == peers.cache_root()
+    monkeypatch.setenv("PATH", "/nonexistent")  # no javac: the cache must do
+    assert driver.compiled_driver() == classes
 
 
 def test_without_javac_the_driver_says_a_jdk_is_needed(monkeypatch, tmp_path):

@@ -23,7 +23,7 @@ import kafka.message.MessageAndMetadata;
  *
  * <pre>
  * LegacyMember CONSUMER_PROPERTIES --topics T1:STREAMS,T2:STREAMS
- * LegacyMember CONSUMER_PROPERTIES (--whitelist|--blacklist) REGEX STREAMS
+ * LegacyMember CONSUMER_PROPERTIES (--whitelist|--blacklist) REGEX [STREAMS]
  * </pre>
  *
  * Static subscriptions keep the order given (a LinkedHashMap): it decides round-robin hash ties. Prints
@@ -36,7 +36,7 @@ public final class LegacyMember {
 
     public static void main(String[] args) throws Exception {
         if (args.length < 3) {
-            System.err.println("usage: LegacyMember PROPERTIES --topics T:N,... | (--whitelist|--blacklist) REGEX N");
+            System.err.println("usage: LegacyMember PROPERTIES --topics T:N,... | (--whitelist|--blacklist) REGEX [N]");
             System.exit(64);
         }
         final ConsumerConnector connector = Consumer.createJavaConsumerConnector(new ConsumerConfig(load(args[0])));
@@ -52,7 +52,8 @@ public final class LegacyMember {
                 }
             } else {
                 TopicFilter filter = args[1].equals("--blacklist") ? new Blacklist(args[2]) : new Whitelist(args[2]);
-                streams.addAll(connector.createMessageStreamsByFilter(filter, Integer.parseInt(args[3])));
+                int count = args.length > 3 ? Integer.parseInt(args[3]) : 1;
+                streams.addAll(connector.createMessageStreamsByFilter(filter, count));
             }
         } catch (RuntimeException failure) {
             failure.printStackTrace();
