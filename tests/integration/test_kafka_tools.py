@@ -20,6 +20,7 @@ from zkcoord.legacy.consumer import LegacyConsumer
 from zkcoord.model import TopicPartition
 from zkcoord.peers.jvm import java_command
 from zkcoord.sources.kafka import KafkaSource
+from zkcoord.testing.jvm_member import verify_consumer_rebalance
 from zkcoord.testing.legacy import converged
 from zkcoord.testing.zookeeper import fresh_chroot, wait_until
 from zkcoord.zk import layout
@@ -247,48 +248,6 @@ def test_consumer_offset_checker_shows_what_zkcoord_committed(capsys, kafka, tmp
         assert row["owner"].rsplit("-", 1)[0] == rows[tp]["consumer_id"], tp  # describe names the consumer
 
 
-TOOL_ERROR = re.compile(r"\] ERROR (.*) \(kafka\.tools\.VerifyConsumerRebalance\$\)$")
-NO_OWNER = re.compile(r"No owner for partition \[(.+),(\d+)\]")
-NOT_VALID = re.compile(r"Owner (\S+) for partition \[(.+),(\d+)\] is not a valid member of consumer group \S+")
-
-
-def verify_rebalance(connect: str, group: str) -> tuple[str, set[TopicPartition], dict[TopicPartition, str]]:
-    """VerifyConsumerRebalance's verdict, the partitions it found no owner znode for, and the owner it read for
-    each other partition.
-
-    0.8.2.2's checks compare a String with an Int and with a ConsumerThreadId, so they never match: every
-    partition logs "No owner" once, plus once more when its owner znode is really missing, and every owner read
-    logs "not a valid member", live or not; the verdict is "failed" whenever a subscribed topic has partitions.
-    """
-    done = run_tool("VerifyConsumerRebalance", "--zookeeper.connect", connect, "--group", group)
-    assert done.returncode == 0, done.stderr  # it exits 0 whatever it finds
-    errors = [m.group(1) for m in map(TOOL_ERROR.search, done.stderr.splitlines()) if m]
-    no_owner_lines: dict[TopicPartition, int] = {}
-    owners = {}
-    for error in errors:
-        if found := NO_OWNER.fullmatch(error):
-            tp = TopicPartition(found.group(1), int(found.group(2)))
-            no_owner_lines[tp] = no_owner_lines.get(tp, 0) + 1
-        elif found := NOT_VALID.fullmatch(error):
-            owners[TopicPartition(found.group(2), int(found.group(3)))] = found.group(1)
-        else:
-            raise AssertionError(f"unexpected error from the tool: {error}")
-    missing = {tp for tp, lines in no_owner_lines.items() if lines == 2}
-    return done.stdout.strip(), missing, owners
-
-
-def last_verify_rebalance(connect: str, group: str) -> tuple[str, list[str]]:
-    """Kafka 1.1.1's VerifyConsumerRebalance (both comparisons fixed; same 0.8.2 layout): its verdict and errors."""
-    command = java_command(
-        peers.REBALANCE_VERIFIER,
-        "kafka.tools.VerifyConsumerRebalance",
-        ["--zookeeper.connect", connect, "--group", group],
-    )
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip(), [m.group(1) for m in map(TOOL_ERROR.search, done.stderr.splitlines()) if m]
-
-
 def test_verify_consumer_rebalance_and_legacy_verify_read_the_same_owners(capsys, kafka):
     suffix = uuid.uuid4().hex[:8]
     topic, group = f"events.x-{suffix}", f"tools.verify-{suffix}"
@@ -300,10 +259,11 @@ def test_verify_consumer_rebalance_and_legacy_verify_read_the_same_owners(capsys
 
         code, out = run_zkcoord(capsys, "legacy", "verify", "--group", group, *zookeeper, "--json")
         assert code == 0 and json.loads(out)["ok"]
-        verdict, missing, owners = verify_rebalance(kafka.zk_connect, group)
-        assert verdict == "Rebalance operation failed !"  # 0.8.2.2's bug, on a correct group
-        assert missing == set() and owners == written
-        assert last_verify_rebalance(kafka.zk_connect, group) == ("Rebalance operation successful !", [])
+        first = verify_consumer_rebalance(kafka.zk_connect, group)
+        assert not first.successful  # 0.8.2.2's bug (KAFKA-3952), on a correct group
+        assert first.unowned == [] and first.owners == written and first.unexplained == []
+        last = verify_consumer_rebalance(kafka.zk_connect, group, peers.REBALANCE_VERIFIER)
+        assert last.successful and last.unowned == [] and last.owners == {}
 
         gone = f"{group}_gone-0"
         zk = KazooClient(hosts=kafka.zk_connect)
@@ -321,21 +281,18 @@ def test_verify_consumer_rebalance_and_legacy_verify_read_the_same_owners(capsys
             f"no owner for partition [{topic},0]",
             f"owner {gone} of [{topic},2] is not a live thread of group {group}",
         ]
-        verdict, missing, owners = verify_rebalance(kafka.zk_connect, group)
-        assert verdict == "Rebalance operation failed !"
-        assert missing == {TopicPartition(topic, 0)}
-        assert owners == {TopicPartition(topic, 1): threads[1], TopicPartition(topic, 2): gone}
-        verdict, errors = last_verify_rebalance(kafka.zk_connect, group)
-        assert verdict == "Rebalance operation failed !"
-        assert set(errors) == {  # it logs a missing owner twice, as 0.8.2.2 does
-            f"No owner for partition [{topic},0]",
-            f"Owner {gone} for partition [{topic},2] is not a valid member of consumer group {group}",
-        }
+        first = verify_consumer_rebalance(kafka.zk_connect, group)
+        assert not first.successful and first.unowned == [TopicPartition(topic, 0)]
+        assert first.owners == {TopicPartition(topic, 1): threads[1], TopicPartition(topic, 2): gone}
+        last = verify_consumer_rebalance(kafka.zk_connect, group, peers.REBALANCE_VERIFIER)
+        assert not last.successful and last.unowned == [TopicPartition(topic, 0)]
+        assert last.owners == {TopicPartition(topic, 2): gone}  # the one owner it finds no member for
 
 
 def test_verify_consumer_rebalance_passes_a_group_that_does_not_exist(capsys, kafka):
     """A difference: the tool checks nothing it cannot find and reports success; ``legacy verify`` exits 1."""
     group = f"tools.nowhere-{uuid.uuid4().hex[:8]}"
-    assert verify_rebalance(kafka.zk_connect, group) == ("Rebalance operation successful !", set(), {})
+    nothing = verify_consumer_rebalance(kafka.zk_connect, group)
+    assert nothing.successful and nothing.unowned == [] and nothing.owners == {}
     code, out = run_zkcoord(capsys, "legacy", "verify", "--group", group, "--zookeeper", kafka.zk_connect)
     assert code == 1 and f"consumer group {group} does not exist" in out
