@@ -109,6 +109,30 @@ def test_kafka_source_reads_a_partition_added_after_it_read_the_topic(kafka):
         source.close()
 
 
+def test_records_of_one_partition_are_not_held_up_by_fetches_of_idle_ones(kafka):
+    """A reader going round its partitions, as a member does: new records come within a round or two."""
+    from zkcoord.sources.kafka import KafkaSource
+
+    topic = unique("rounds")
+    kafka.create_topic(topic, 3)
+    partitions = [TopicPartition(topic, p) for p in range(3)]
+    source = KafkaSource(kafka.bootstrap)
+    try:
+        for partition in partitions:
+            assert source.fetch(partition, 0, 10) == []
+        for round_trip in range(5):
+            produce(kafka.bootstrap, topic, 0, [b"r%d" % round_trip])
+            rounds, records = 0, []
+            while not records and rounds < 20:  # with the broker holding idle fetches 500 ms, rounds ran to hundreds
+                rounds += 1
+                for partition in partitions:
+                    fetched = source.fetch(partition, round_trip if partition.partition == 0 else 0, 10)
+                    records += fetched if partition.partition == 0 else []
+            assert [r.value for r in records] == [b"r%d" % round_trip], f"after {rounds} rounds"
+    finally:
+        source.close()
+
+
 def test_kafka_source_reports_an_unreachable_cluster():
     import kafka
 

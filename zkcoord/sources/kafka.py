@@ -23,6 +23,10 @@ SPEC_KIND = "kafka"
 # When a fetch starts at the log end it waits this long for records to arrive (a short long-poll,
 # so an idle stream does not hold the lock that other streams' fetches need).
 IDLE_POLL_MS = 10
+# How long the broker holds a fetch that finds nothing new (kafka-python's default is 500 ms). While it holds one,
+# kafka-python sends no other fetch to that broker, so a fetch of the next partition, which may have records,
+# would find none for that long.
+DEFAULT_FETCH_MAX_WAIT_MS = 10
 _FIXED_CONFIG = frozenset({"group_id", "enable_auto_commit", "auto_offset_reset", "bootstrap_servers"})
 
 
@@ -52,7 +56,8 @@ class KafkaSource:
 
     ``kafka_python_config`` goes to ``KafkaConsumer`` as is (``client_id``, ``security_protocol``,
     ``request_timeout_ms`` ...); ``group_id``, ``enable_auto_commit`` and ``auto_offset_reset`` are
-    fixed by this class. A tombstone's ``None`` value is handed out as ``b""``.
+    fixed by this class, and ``fetch_max_wait_ms`` defaults to 10. A tombstone's ``None`` value is
+    handed out as ``b""``.
     """
 
     def __init__(self, bootstrap_servers: str | list[str], **kafka_python_config: Any):
@@ -82,7 +87,7 @@ class KafkaSource:
                 group_id=None,
                 enable_auto_commit=False,
                 auto_offset_reset="none",  # an out-of-range fetch raises instead of jumping
-                **kafka_python_config,
+                **{"fetch_max_wait_ms": DEFAULT_FETCH_MAX_WAIT_MS, **kafka_python_config},
             )
         except kafka.errors.KafkaError as error:
             raise SourceError(f"kafka source {servers}: {type(error).__name__}: {error}") from error
