@@ -33,6 +33,7 @@ def cmd_compare_run(args: argparse.Namespace) -> int:
         variants=comma_list(args.variants),
         workload=workload,
         rate=args.rate,
+        source=args.source,
         cost_ms=args.cost_ms,
         duration_s=args.duration,
         auto_commit_interval_ms=args.auto_commit_interval_ms,
@@ -68,6 +69,13 @@ def register(commands) -> None:
     run.add_argument("--partitions", type=int, default=12, help="partitions per topic (default 12)")
     run.add_argument("--topics", type=int, default=1, help="topics the group consumes (default 1)")
     run.add_argument("--rate", type=float, default=20.0, help="records/s per partition (default 20)")
+    run.add_argument(
+        "--source",
+        default="synthetic",
+        metavar="SPEC",
+        help="where records come from: synthetic (default), or kafka:bootstrap=HOST:PORT, a broker the run creates "
+        "its topics on and produces --rate into; --zookeeper must then be the broker's (chroot included)",
+    )
     run.add_argument("--duration", type=float, default=10.0, help="seconds the window lasts at least (default 10)")
     run.add_argument("--k", type=int, default=2, help="members added or removed, partitions added (default 2)")
     run.add_argument("--cost-ms", type=float, default=1.0, help="processing time per record (default 1)")

@@ -1,11 +1,11 @@
 """One member of a comparison run, as a process: ``python -m zkcoord.compare.member SPEC_JSON``.
 
 Runs a legacy 0.8.2 member (LegacyConsumer, one stream) or a coordinator member (zkcoord.client.Consumer) on
-the run's synthetic source, processes every record at ``cost_ms`` each, and appends its trace to ``trace``:
-its own ``legacy.*``/``client.*`` events and the ``compare.*`` events derived from them (docs/traces.md), every
-line tagged with the run, scenario, variant and instance. Prints ``ready`` once started; a ``close`` line on
-stdin (or SIGTERM) closes it cleanly, as an operator's restart would; the runner SIGKILLs or SIGSTOPs it for
-the crash and session-expiry scenarios.
+the run's source (synthetic, or a Kafka broker), processes every record at ``cost_ms`` each, and appends its
+trace to ``trace``: its own ``legacy.*``/``client.*`` events and the ``compare.*`` events derived from them
+(docs/traces.md), every line tagged with the run, scenario, variant and instance. Prints ``ready`` once
+started; a ``close`` line on stdin (or SIGTERM) closes it cleanly, as an operator's restart would; the runner
+SIGKILLs or SIGSTOPs it for the crash and session-expiry scenarios.
 """
 
 import json
@@ -16,12 +16,14 @@ import threading
 import time
 from collections.abc import Callable
 
+from zkcoord.errors import SourceError
 from zkcoord.sources import open_source
 from zkcoord.trace import JsonLinesTraceWriter, make_event
 
 log = logging.getLogger(__name__)
 READY = "ready"
 POLL_TIMEOUT_MS = 100
+SOURCE_RETRY_BACKOFF_MS = 200  # 0.8.2's refresh.leader.backoff.ms
 
 
 class CompareTrace:
@@ -138,10 +140,18 @@ class LegacyMember:
             thread.start()
 
     def _run(self, stream) -> None:
-        for record in stream:  # ends when the consumer closes
-            if self.cost_s:
-                time.sleep(self.cost_s)
-            self.trace.processed(record.topic, record.partition, record.offset, record.offset, _now_ms())
+        while True:
+            try:
+                for record in stream:  # ends when the consumer closes
+                    if self.cost_s:
+                        time.sleep(self.cost_s)
+                    self.trace.processed(record.topic, record.partition, record.offset, record.offset, _now_ms())
+                return
+            except SourceError as error:
+                # A partition added a moment ago is claimed on the ZooKeeper watch, before the broker serves it;
+                # 0.8.2's fetcher retries such a partition until it has a leader. The stream stays usable.
+                log.warning("reading failed, trying again in %d ms: %s", SOURCE_RETRY_BACKOFF_MS, error)
+                time.sleep(SOURCE_RETRY_BACKOFF_MS / 1000)
 
     def close(self) -> None:
         """Close (which ends the stream), then let the last record's report out."""

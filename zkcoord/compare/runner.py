@@ -3,7 +3,8 @@
 For every scenario and variant: fresh topics and a fresh group on one ZooKeeper (embedded unless given), fresh
 coordinator node processes for the coordinator variants, member processes (zkcoord.compare.member) started,
 closed, killed or stopped as the scenario's plan says (zkcoord.compare.scenarios), each step waited on until
-the group is settled again, then production stops and the members process what is left. Everything the
+the group is settled again, then production stops and the members process what is left. Records come from the
+synthetic source or from a real Kafka broker that the runner feeds (zkcoord.compare.production). Everything the
 members and the runner do is written as ``compare.*`` trace events (docs/traces.md) under ``OUT/traces``;
 ``OUT/compare.json`` lists the runs and their outcome; process logs go to ``OUT/logs``.
 """
@@ -33,6 +34,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from zkcoord.channel import CoordinatorChannel
 from zkcoord.compare.member import READY
+from zkcoord.compare.production import KAFKA, kafka_endpoint, open_production, source_kind
 from zkcoord.compare.scenarios import (
     SCENARIOS,
     VARIANTS,
@@ -44,7 +46,9 @@ from zkcoord.compare.scenarios import (
     Workload,
     plan,
 )
-from zkcoord.sources import SyntheticSource
+from zkcoord.errors import SourceError
+from zkcoord.model import TopicPartition
+from zkcoord.testing.kafka_broker import KafkaEndpoint
 from zkcoord.testing.node_process import HOST, NodeProcess
 from zkcoord.testing.zookeeper import fresh_chroot
 from zkcoord.trace import JsonLinesTraceWriter, make_event
@@ -67,6 +71,7 @@ class CompareOptions:
     variants: list[str] = field(default_factory=lambda: list(VARIANTS))
     workload: Workload = field(default_factory=Workload)
     rate: float = 20.0  # records/s per partition
+    source: str = "synthetic"  # or kafka:bootstrap=HOST:PORT, with zookeeper the broker's zookeeper.connect
     cost_ms: float = 1.0  # processing time per record
     duration_s: float = 10.0  # the window lasts at least this long before the drain
     auto_commit_interval_ms: int = 1000
@@ -207,11 +212,8 @@ class ScenarioRun:
         self.plan = plan
         self.variant = variant
         self.tags = {"run": context.run_id, "scenario": plan.scenario, "variant": variant.name}
-        self.group = f"compare.{plan.scenario}.{variant.name}"
-        self.topics = {
-            f"{plan.scenario}.{variant.name}.{n}": self.options.workload.partitions
-            for n in range(self.options.workload.topics)
-        }
+        self.group = f"compare.{plan.scenario}.{variant.name}{context.suffix}"
+        self.topics = {topic: self.options.workload.partitions for topic in context.topics(plan.scenario, variant.name)}
         self.trace_dir = self.options.out / "traces" / plan.scenario / variant.name
         self.log_dir = self.options.out / "logs" / plan.scenario / variant.name
         self.view = GroupView(dict(self.topics), variant.legacy, self.options.quiet_ms)
@@ -220,7 +222,7 @@ class ScenarioRun:
         self.nodes: dict[int, NodeProcess] = {}
         self.node_counts: dict[int, dict[str, int]] = {}  # each node's request counts when the window opened
         self.node_final: dict[int, dict[str, int]] = {}  # ... and when it was killed
-        self.source = SyntheticSource(rate_per_partition=self.options.rate)
+        self.production = open_production(self.options.source, self.options.rate, context)
         self.tail = TraceTail(self.trace_dir)
         self.zk_before: tuple[int, int] | None = None
         self._writer: JsonLinesTraceWriter | None = None
@@ -301,7 +303,7 @@ class ScenarioRun:
             "instance": f"{member}#{count}",
             "group": self.group,
             "topics": sorted(self.topics),
-            "source": self.source.spec,
+            "source": self.production.spec,
             "cost_ms": options.cost_ms,
             "trace": str(self.trace_dir / f"{member}#{count}.jsonl"),
             "config": config,
@@ -331,6 +333,7 @@ class ScenarioRun:
             "offsets.topic.num.partitions": 4,
             "zookeeper.session.timeout.ms": session_ms,
             "group.min.session.timeout.ms": min(6000, session_ms),  # Kafka's default minimum, or the run's
+            **self.context.node_root,
             **self.options.node_properties,
         }
         log_dir = self.context.scratch / f"{self.plan.scenario}-{self.variant.name}-offsets"
@@ -403,9 +406,8 @@ class ScenarioRun:
         elif action.kind == "kill-coordinator":
             self.kill_coordinator()
         elif action.kind == "add-partitions":
-            with self.context.zookeeper() as client:
-                count = self.topics[name] + action.count
-                admin.alter_topic_partitions(client, name, count)
+            count = self.topics[name] + action.count
+            self.production.add_partitions(name, count)
             self.topics[name] = count
             self.emit("compare.topic", topic=name, partitions=count)
         else:
@@ -436,18 +438,19 @@ class ScenarioRun:
             self._run(say)
         finally:
             self.stop()
+            self.production.close()
             self._writer.close()
 
     def _run(self, say: Callable[[str], None]) -> None:
         options, workload = self.options, self.options.workload
-        with self.context.zookeeper() as client:
-            for topic, count in self.topics.items():
-                admin.create_topic(client, topic, count)
+        self.production.create_topics(self.topics)
+        self.production.start(self.topics)
         self.emit(
             "compare.run",
             members=workload.members,
             partitions=dict(self.topics),
             rate=options.rate,
+            source=self.production.spec,
             cost_ms=options.cost_ms,
             auto_commit_interval_ms=options.auto_commit_interval_ms,
             session_timeout_ms=workload.session_timeout_ms,
@@ -477,12 +480,10 @@ class ScenarioRun:
             )
         time.sleep(max(0.0, options.duration_s - (time.monotonic() - window_opened)))
         self.emit("compare.phase", phase="drain")
-        ends = {}
-        for topic, count in self.topics.items():
-            partitions = [(topic, p) for p in range(count)]
-            for (name, partition), end in self.source.end_offsets(partitions).items():
-                ends[(name, partition)] = end
-                self.emit("compare.produced", topic=name, partition=partition, end_offset=end)
+        partitions = [TopicPartition(topic, p) for topic, count in self.topics.items() for p in range(count)]
+        ends = {(topic, partition): end for (topic, partition), end in self.production.stop(partitions).items()}
+        for (topic, partition), end in ends.items():
+            self.emit("compare.produced", topic=topic, partition=partition, end_offset=end)
         took = self.wait_for("every record processed", lambda: self.view.behind(ends), options.settle_timeout_s)
         say(f"  all {sum(ends.values())} records processed {took:.1f} s after production stopped")
         self.emit("compare.counters", **self.counters())
@@ -502,7 +503,12 @@ class ScenarioRun:
 
 
 class CompareContext:
-    """Where the runs of one ``compare run`` happen: ZooKeeper (embedded or given), a scratch directory."""
+    """Where the runs of one ``compare run`` happen: ZooKeeper (embedded or given), a scratch directory.
+
+    On the synthetic source every run has a fresh chroot to itself. On Kafka the runs share the broker's chroot
+    (0.8.2 members read ``/brokers`` in theirs), so topics and groups carry the run's id and the coordinator
+    nodes keep their ZooKeeper state under a root of the run's own.
+    """
 
     def __init__(self, options: CompareOptions):
         self.options = options
@@ -511,9 +517,20 @@ class CompareContext:
         self._embedded: EmbeddedZooKeeper | None = None
         self.connect = ""
         self.node_ids = itertools.count(1)
+        self.on_kafka = source_kind(options.source) == KAFKA
+        self.kafka: KafkaEndpoint | None = None  # the broker, once checked
+        self.suffix = f".{self.run_id.rsplit('-', 1)[1]}" if self.on_kafka else ""
+        self.node_root = {"zkcoord.root": f"/zkcoord-compare-{self.run_id}"} if self.on_kafka else {}
+
+    def topics(self, scenario: str, variant: str) -> list[str]:
+        return [f"{scenario}.{variant}.{n}{self.suffix}" for n in range(self.options.workload.topics)]
 
     def __enter__(self) -> "CompareContext":
         base = self.options.zookeeper
+        if self.on_kafka:  # compare_run checked that the broker's ZooKeeper is given
+            self.kafka = kafka_endpoint(self.options.source, base)
+            self.connect = base
+            return self
         if base is None:
             self._embedded = EmbeddedZooKeeper(
                 data_dir=self.scratch / "zookeeper", tick_time_ms=500, max_session_timeout_ms=60_000
@@ -555,6 +572,12 @@ def compare_run(options: CompareOptions, say: Callable[[str], None] = print) -> 
     for name in options.variants:
         if name not in VARIANTS:
             raise ValueError(f"unknown variant {name!r}; one of {', '.join(VARIANTS)}")
+    try:
+        kind = source_kind(options.source)
+    except SourceError as error:
+        raise ValueError(str(error)) from None
+    if kind == KAFKA and options.zookeeper is None:
+        raise ValueError("a Kafka source needs the broker's ZooKeeper: --zookeeper HOST:PORT/chroot")
     options.out.mkdir(parents=True, exist_ok=True)
     results = []
     with CompareContext(options) as context:
@@ -562,9 +585,8 @@ def compare_run(options: CompareOptions, say: Callable[[str], None] = print) -> 
             for variant_name in options.variants:
                 variant = VARIANTS[variant_name]
                 entry = {"scenario": scenario, "variant": variant_name, "run": context.run_id}
-                topics = [f"{scenario}.{variant_name}.{n}" for n in range(options.workload.topics)]
                 try:
-                    steps = plan(scenario, variant, options.workload, topics)
+                    steps = plan(scenario, variant, options.workload, context.topics(scenario, variant_name))
                 except NotApplicable as reason:
                     say(f"{scenario} / {variant_name}: not applicable ({reason})")
                     results.append({**entry, "status": "not-applicable", "detail": str(reason)})
@@ -593,5 +615,6 @@ def write_manifest(options: CompareOptions, results: list[dict]) -> None:
         schema="zkcoord.compare/1",
         runs=sorted(runs, key=lambda r: (SCENARIOS.index(r["scenario"]), list(VARIANTS).index(r["variant"]))),
         workload={**asdict(options.workload), "rate": options.rate, "cost_ms": options.cost_ms},
+        source=options.source,
     )
     (options.out / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")

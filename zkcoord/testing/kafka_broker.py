@@ -4,6 +4,7 @@
 :class:`TestKafka`: its ``zk_connect`` (with the chroot) is where groups that read this broker live, because a
 0.8.2 member reads ``/brokers`` in its own chroot; tests share it and differ by group name. Topics are created
 and grown through the broker (kafka-python's admin client), so ``/brokers/topics`` is written by Kafka.
+:class:`KafkaEndpoint` is the same helpers for a broker started elsewhere (the comparison runner's).
 """
 
 import contextlib
@@ -18,14 +19,11 @@ from zkcoord.testing.zookeeper import fresh_chroot, wait_until
 
 
 @dataclass(frozen=True)
-class TestKafka:
-    """One running broker: where it serves and the ZooKeeper chroot it registered in."""
-
-    __test__ = False  # not a pytest test class, despite the name
+class KafkaEndpoint:
+    """A running broker as its clients see it: where it serves and the ZooKeeper chroot it registered in."""
 
     zk_connect: str
     bootstrap: str
-    broker: KafkaBroker
 
     def create_topic(self, topic: str, partitions: int) -> None:
         """Create ``topic`` with one replica per partition and wait until every partition has a leader."""
@@ -74,11 +72,16 @@ class TestKafka:
         finally:
             consumer.close()
 
+    def broker_addresses(self) -> set[tuple[str, int]]:
+        """``(host, port)`` of every broker of the cluster that answers at ``bootstrap``."""
+        with self._admin() as admin:
+            return {(broker["host"], broker["port"]) for broker in admin.describe_cluster()["brokers"]}
+
     @contextlib.contextmanager
     def _admin(self):
         from kafka.admin import KafkaAdminClient
 
-        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, client_id="zkcoord-tests")
+        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, client_id="zkcoord-admin")
         try:
             yield admin
         finally:
@@ -101,6 +104,15 @@ class TestKafka:
         finally:
             client.stop()
             client.close()
+
+
+@dataclass(frozen=True)
+class TestKafka(KafkaEndpoint):
+    """One broker started for tests, and the process that runs it."""
+
+    __test__ = False  # not a pytest test class, despite the name
+
+    broker: KafkaBroker
 
 
 @contextlib.contextmanager
