@@ -1,12 +1,14 @@
-"""``make demo``: the old and the new rebalance side by side, a migration there and back, and the report.
+"""``make demo``: the old and the new rebalance side by side, a migration there and back, and the report, on
+one embedded ZooKeeper and one real Kafka broker (Apache Kafka's own jars, docs/peers.md).
 
-1. ``zkcoord compare run`` of a rolling bounce and a SIGKILL under the ZooKeeper group and coordinator groups;
-2. a live legacy group on an embedded ZooKeeper and one coordinator node, migrated by ``zkcoord migrate``
-   from ZK_ONLY to LOG_ONLY step by step, verified after each step, and back to ZK_ONLY;
+1. ``zkcoord compare run`` of a rolling bounce and a SIGKILL under the ZooKeeper group and coordinator groups,
+   its records produced into the broker and read back from it by every member;
+2. a live legacy group of Kafka 0.8.2.2's own ``kafka.tools.ConsoleConsumer`` (a JVM member) and two zkcoord
+   legacy members on a topic of the broker, migrated by ``zkcoord migrate`` from ZK_ONLY to LOG_ONLY step by
+   step, verified after each step, and back to ZK_ONLY; the JVM member is stopped at the step it cannot follow;
 3. ``zkcoord pipeline rebalance-report`` over the comparison's traces (Spark in local mode).
 """
 
-import contextlib
 import logging
 import shutil
 import subprocess
@@ -18,18 +20,36 @@ from pathlib import Path
 
 from kazoo.client import KazooClient
 
+from zkcoord import peers
+from zkcoord.compare.production import KafkaProduction
 from zkcoord.compare.runner import CompareOptions, compare_run
 from zkcoord.compare.scenarios import Workload
 from zkcoord.migration.runner import load_steps
+from zkcoord.model import TopicPartition
+from zkcoord.peers.jvm import java_command
+from zkcoord.testing.kafka_broker import TestKafka, kafka_cluster
 from zkcoord.testing.node_process import NodeProcess
-from zkcoord.testing.zookeeper import fresh_chroot
+from zkcoord.testing.zookeeper import wait_until
 from zkcoord.zk import admin
 from zkcoord.zk.server import EmbeddedZooKeeper
 
 DEMO_VARIANTS = ("legacy", "eager", "static", "cooperative")
 MIGRATION_GROUP = "demo-migration"
 MIGRATION_TOPIC = "demo.events"
+ZKCOORD_MEMBERS = ("m1", "m2")
+# A JVM member commits to ZooKeeper only: a backfill would be stale at once, and reading from the log is refused
+# while one is live, so JVM members are replaced before the backfill (docs/migration.md).
+JVM_MEMBER_STOPS_BEFORE = "0002_backfill_log"
 NODE_OVERRIDES = {"offsets.topic.num.partitions": 4, "group.initial.rebalance.delay.ms": 0}
+SETTLE_TIMEOUT_S = 60
+
+
+def _version(peer: peers.Peer) -> str:
+    return peer.artifact.rsplit(":", 1)[1]
+
+
+BROKER = f"Kafka {_version(peers.BROKER)} broker"
+JVM_MEMBER = f"Kafka {_version(peers.LEGACY_CONSUMER)} ConsoleConsumer"
 
 
 def _banner(text: str) -> None:
@@ -42,75 +62,200 @@ def _command(*args: str) -> int:
     return subprocess.call([sys.executable, "-m", "zkcoord.cli", *args])
 
 
-def compare(out: Path, members: int, partitions: int, variants: tuple[str, ...]) -> bool:
-    """Step 1: a rolling bounce and a SIGKILL under each variant; True if every run completed."""
-    _banner(f"1/3 rolling bounce and SIGKILL of {members} members on {partitions} partitions: {', '.join(variants)}")
+def show_peers(kafka: TestKafka) -> None:
+    _banner("real peers: Apache Kafka's own jars, resolved by set-up (docs/peers.md)")
+    print(
+        f"   {BROKER} ({peers.BROKER.artifact}), ZooKeeper mode, serving {kafka.bootstrap},\n"
+        f"   registered in {kafka.zk_connect}: every record below is produced into it and read back from it\n"
+        f"   {JVM_MEMBER} ({peers.LEGACY_CONSUMER.artifact}), a JVM member of the migrated group in part 2\n"
+        "   ZooKeeper is zkcoord's embedded one; members, coordinator nodes and the migration are zkcoord's",
+        flush=True,
+    )
+
+
+def compare(out: Path, members: int, partitions: int, variants: tuple[str, ...], kafka: TestKafka) -> bool:
+    """Step 1: a rolling bounce and a SIGKILL under each variant, on the broker; True if every run completed."""
+    _banner(
+        f"1/3 rolling bounce and SIGKILL of {members} members on {partitions} partitions of the {BROKER}: "
+        f"{', '.join(variants)}"
+    )
     options = CompareOptions(
         out=out,
         scenarios=["rolling-bounce", "kill"],
         variants=list(variants),
         workload=Workload(members=members, partitions=partitions, session_timeout_ms=4000, downtime_ms=1000),
         duration_s=4.0,
+        zookeeper=kafka.zk_connect,
+        source=f"kafka:bootstrap={kafka.bootstrap}",
         node_properties={"group.initial.rebalance.delay.ms": 0},
     )
     results = compare_run(options)
     return all(result["status"] != "failed" for result in results)
 
 
-def migrate(scratch: Path, partitions: int) -> bool:
+class ConsoleConsumerMember:
+    """Kafka 0.8.2.2's own ``kafka.tools.ConsoleConsumer``: a JVM member of a ZooKeeper group, one whitelist
+    stream, reading the broker from the earliest offset; each record it consumes is a line of ``output``."""
+
+    def __init__(self, kafka: TestKafka, group: str, topic: str, scratch: Path):
+        config = scratch / "console-consumer.properties"
+        # ConsoleConsumer has no option for group.id: it takes it from this file (and honours the other keys)
+        config.write_text(f"group.id={group}\nauto.commit.interval.ms=500\nzookeeper.session.timeout.ms=4000\n")
+        arguments = ["--zookeeper", kafka.zk_connect, "--whitelist", topic, "--consumer.config", str(config)]
+        command = java_command(peers.LEGACY_CONSUMER, "kafka.tools.ConsoleConsumer", [*arguments, "--from-beginning"])
+        self.output = scratch / "console-consumer.out"
+        self.log = scratch / "console-consumer.log"
+        with open(self.output, "wb") as output, open(self.log, "wb") as log:
+            self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=output, stderr=log)
+
+    def wait_registered(self, client: KazooClient) -> None:
+        """Until it is in the group: it refuses to start (--from-beginning) once the group has offsets."""
+
+        def registered() -> bool:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the {JVM_MEMBER} exited ({self.process.returncode}): {self.log_tail()}")
+            return any(c not in _zkcoord_ids() for c in admin.read_group(client, MIGRATION_GROUP).members)
+
+        wait_until(registered, timeout=SETTLE_TIMEOUT_S, what=f"the {JVM_MEMBER} to join {MIGRATION_GROUP}")
+
+    def log_tail(self) -> str:
+        return self.log.read_text(errors="replace")[-2000:].strip()
+
+    def records(self) -> int:
+        with open(self.output, "rb") as output:
+            return sum(1 for _ in output)
+
+    def stop(self) -> None:
+        """SIGTERM: its shutdown hook commits the offsets and leaves the group, as an operator's stop would."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+
+
+def _zkcoord_ids() -> set[str]:
+    return {f"{MIGRATION_GROUP}_{name}" for name in ZKCOORD_MEMBERS}
+
+
+def _consumer_of(thread_id: str) -> str:
+    """A 0.8.2 owner znode holds ``<consumer id>-<thread number>``."""
+    return thread_id.rsplit("-", 1)[0]
+
+
+def _settled_group(client: KazooClient, members: int) -> admin.GroupSnapshot | None:
+    """The group once it has ``members`` members, every partition one live owner, and an offset each."""
+    snapshot = admin.read_group(client, MIGRATION_GROUP)
+    partitions = snapshot.partitions.get(MIGRATION_TOPIC, [])
+    if len(snapshot.members) != members or snapshot.problems() or not partitions:
+        return None
+    return snapshot if len(snapshot.offsets) >= len(partitions) else None
+
+
+def show_group(client: KazooClient, members: int) -> None:
+    """Wait until the group settles with ``members`` members, then print who owns what, as ZooKeeper has it."""
+    snapshot = wait_until(
+        lambda: _settled_group(client, members),
+        timeout=SETTLE_TIMEOUT_S,
+        what=f"group {MIGRATION_GROUP} to settle with {members} members",
+    )
+    print(f"   group {MIGRATION_GROUP} in ZooKeeper (/consumers/{MIGRATION_GROUP}/ids, owners, offsets):", flush=True)
+    for consumer_id in sorted(snapshot.members):
+        what = "zkcoord legacy member" if consumer_id in _zkcoord_ids() else f"{JVM_MEMBER} (JVM)"
+        owned = sorted(tp.partition for tp, thread in snapshot.owners.items() if _consumer_of(thread) == consumer_id)
+        offsets = [snapshot.offsets.get(TopicPartition(MIGRATION_TOPIC, p)) for p in owned]
+        print(f"   {consumer_id:<44} {what:<38} owns {owned}, committed {offsets}", flush=True)
+
+
+def migrate(scratch: Path, partitions: int, kafka: TestKafka) -> bool:
     """Step 2: a consuming legacy group taken from ZK_ONLY to LOG_ONLY and back; True if every command passed."""
     from zkcoord.legacy.consumer import LegacyConsumer
-    from zkcoord.sources import SyntheticSource
+    from zkcoord.sources.kafka import KafkaSource
 
-    _banner(f"2/3 migrating the offsets of legacy group {MIGRATION_GROUP} to the offsets log and back")
-    with EmbeddedZooKeeper(data_dir=scratch / "zookeeper", tick_time_ms=200) as server:
-        connect = fresh_chroot(server.connect_string, "demo")
-        with contextlib.closing(KazooClient(hosts=connect)) as client:
-            client.start(timeout=30)
-            admin.register_broker(client, 0, "localhost", 9092, timestamp_ms=1, persistent=True)
-            admin.create_topic(client, MIGRATION_TOPIC, partitions)
-            client.stop()
-        node = NodeProcess(1, connect, scratch / "offsets", NODE_OVERRIDES, scratch, log_level="WARNING")
-        members: list[LegacyConsumer] = []
-        stop = threading.Event()
-        try:
-            node.wait_serving()
-            print(f"coordinator node 1 serving on {node.address[0]}:{node.address[1]}", flush=True)
-            source = SyntheticSource(rate_per_partition=20)
-            for name in ("m1", "m2"):
-                member = LegacyConsumer(
-                    {
-                        "group.id": MIGRATION_GROUP,
-                        "zookeeper.connect": connect,
-                        "consumer.id": name,
-                        "zookeeper.session.timeout.ms": 4000,
-                        "auto.commit.interval.ms": 500,
-                        "auto.offset.reset": "smallest",
-                    },
-                    topics={MIGRATION_TOPIC: 1},
-                    source=source,
-                    trace=_print_offsets_mode,
-                ).start()
-                members.append(member)
-                stream = member.streams()[MIGRATION_TOPIC][0]
-                threading.Thread(target=_drain, args=(stream, stop), daemon=True).start()
-            time.sleep(2)  # commits in ZooKeeper before the first step
-            group = ["--group", MIGRATION_GROUP, "--zookeeper", connect]
-            ok = _command("migrate", "plan", *group) == 0
-            for step in load_steps():
-                ok &= _command("migrate", "up", "--to", step.name, *group) == 0
-                time.sleep(1)  # members commit in the new phase
-                ok &= _command("migrate", "verify", *group) == 0
-            ok &= _command("migrate", "down", "--to", "zero", *group) == 0
-            time.sleep(1)
+    _banner(
+        f"2/3 migrating the offsets of legacy group {MIGRATION_GROUP} ({JVM_MEMBER} + {len(ZKCOORD_MEMBERS)} "
+        "zkcoord members) to the offsets log and back"
+    )
+    connect = kafka.zk_connect
+    group = ["--group", MIGRATION_GROUP, "--zookeeper", connect]
+    client = KazooClient(hosts=connect)
+    client.start(timeout=30)
+    production = KafkaProduction(f"kafka:bootstrap={kafka.bootstrap}", 20, kafka)
+    production.create_topics({MIGRATION_TOPIC: partitions})
+    production.start([MIGRATION_TOPIC])
+    node = NodeProcess(1, connect, scratch / "offsets", NODE_OVERRIDES, scratch, log_level="WARNING")
+    jvm_member = ConsoleConsumerMember(kafka, MIGRATION_GROUP, MIGRATION_TOPIC, scratch)
+    members: list[tuple[LegacyConsumer, KafkaSource]] = []
+    stop = threading.Event()
+    try:
+        node.wait_serving()
+        print(f"coordinator node 1 serving on {node.address[0]}:{node.address[1]}", flush=True)
+        jvm_member.wait_registered(client)
+        for name in ZKCOORD_MEMBERS:
+            source = KafkaSource(kafka.bootstrap, client_id=f"{MIGRATION_GROUP}-{name}")
+            member = LegacyConsumer(
+                {
+                    "group.id": MIGRATION_GROUP,
+                    "zookeeper.connect": connect,
+                    "consumer.id": name,
+                    "zookeeper.session.timeout.ms": 4000,
+                    "auto.commit.interval.ms": 500,
+                    "auto.offset.reset": "smallest",
+                },
+                topics={MIGRATION_TOPIC: 1},
+                source=source,
+                trace=_print_offsets_mode,
+            ).start()
+            members.append((member, source))
+            stream = member.streams()[MIGRATION_TOPIC][0]
+            threading.Thread(target=_drain, args=(stream, stop), daemon=True).start()
+        show_group(client, len(ZKCOORD_MEMBERS) + 1)
+        ok = _command("migrate", "plan", *group) == 0
+        for step in load_steps():
+            if step.name == JVM_MEMBER_STOPS_BEFORE:
+                ok &= stop_jvm_member(jvm_member, client)
+            ok &= _command("migrate", "up", "--to", step.name, *group) == 0
+            time.sleep(1)  # members commit in the new phase
             ok &= _command("migrate", "verify", *group) == 0
-            ok &= _command("migrate", "status", *group) == 0
-            return ok
-        finally:
-            stop.set()
-            for member in members:
-                member.close()
-            node.stop()
+        ok &= _command("migrate", "down", "--to", "zero", *group) == 0
+        time.sleep(1)
+        ok &= _command("migrate", "verify", *group) == 0
+        ok &= _command("migrate", "status", *group) == 0
+        return ok
+    except (TimeoutError, RuntimeError) as error:
+        print(f"error: {error}", flush=True)
+        return False
+    finally:
+        stop.set()
+        jvm_member.stop()
+        for member, source in members:
+            member.close()
+            source.close()
+        node.stop()
+        production.close()
+        client.stop()
+        client.close()
+
+
+def stop_jvm_member(jvm_member: ConsoleConsumerMember, client: KazooClient) -> bool:
+    """Stop the JVM member where the runbook replaces it, and show the zkcoord members taking its partitions."""
+    print(
+        f"   stopping the {JVM_MEMBER} here: a 0.8.2 JVM member knows nothing of phases and goes on committing to\n"
+        "   ZooKeeper only (its partitions are only in ZooKeeper above), so the log's copy of its offsets would be\n"
+        "   stale as soon as it is made, reading from the log is refused while one is live, and it cannot join a\n"
+        "   coordinator group: the runbook replaces JVM members with zkcoord legacy members (docs/migration.md)",
+        flush=True,
+    )
+    jvm_member.stop()
+    print(
+        f"   the {JVM_MEMBER} consumed {jvm_member.records()} records of the broker and exited with status "
+        f"{jvm_member.process.returncode} (SIGTERM: its shutdown hook committed and left the group)",
+        flush=True,
+    )
+    show_group(client, len(ZKCOORD_MEMBERS))
+    return jvm_member.records() > 0
 
 
 def _drain(stream, stop: threading.Event) -> None:
@@ -138,12 +283,16 @@ def run_demo(
     out: Path = Path("var/demo"), members: int = 4, partitions: int = 8, variants: tuple[str, ...] = DEMO_VARIANTS
 ) -> int:
     """Run the three parts; 0 when each succeeded. ``out`` keeps the traces and the report."""
-    logging.getLogger("kazoo").setLevel(logging.ERROR)  # expected reconnects would clutter the story
+    for noisy in ("kazoo", "kafka"):  # expected reconnects and slow-loop notices would clutter the story
+        logging.getLogger(noisy).setLevel(logging.ERROR)
     started = time.monotonic()
     scratch = Path(tempfile.mkdtemp(prefix="zkcoord-demo-"))
     try:
-        compared = compare(out / "compare", members, partitions, variants)
-        migrated = migrate(scratch, partitions)
+        zookeeper = EmbeddedZooKeeper(data_dir=scratch / "zookeeper", tick_time_ms=200, max_session_timeout_ms=60_000)
+        with zookeeper, kafka_cluster(zookeeper.connect_string) as kafka:
+            show_peers(kafka)
+            compared = compare(out / "compare", members, partitions, variants, kafka)
+            migrated = migrate(scratch, partitions, kafka)
         reported = report(out / "compare", out / "report")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

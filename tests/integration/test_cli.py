@@ -2,11 +2,13 @@
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
 
+import pyarrow.parquet as pq
 import pytest
 from legacy_support import member, prepare_cluster
 
@@ -222,6 +224,20 @@ def test_demo_compares_migrates_and_reports(capsys, tmp_path):
     assert (out / "report" / "report.html").exists() and (out / "report" / "summary.parquet").exists()
     assert "follows LOG_ONLY" in printed and "follows ZK_ONLY" in printed  # the members followed the phases
     assert f"Report: {(out / 'report' / 'report.html').resolve()}" in printed
+    # The real peers: Kafka's broker fed and served the comparison, Kafka's 0.8.2 consumer was in the group.
+    assert "Kafka 3.9.2 broker (org.apache.kafka:kafka_2.13:3.9.2)" in printed
+    assert re.search(r"Kafka 0\.8\.2\.2 ConsoleConsumer \(JVM\) +owns \[\d", printed), printed
+    consumed = re.search(r"ConsoleConsumer consumed (\d+) records of the broker", printed)
+    assert consumed and int(consumed[1]) > 0, printed
+    runs = [
+        json.loads(line)
+        for path in (out / "compare" / "traces").rglob("runner.jsonl")
+        for line in path.read_text().splitlines()
+        if '"compare.run"' in line
+    ]
+    assert len(runs) == 4 and all(run["source"].startswith("kafka:bootstrap=127.0.0.1:") for run in runs)
+    summary = pq.read_table(out / "report" / "summary.parquet").to_pylist()
+    assert len(summary) == 4 and all(row["records_processed"] > 0 and row["records_missed"] == 0 for row in summary)
 
 
 def test_zookeeper_errors_exit_2_without_a_traceback(capsys, zk, zk_connect, tmp_path):
