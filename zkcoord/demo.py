@@ -9,6 +9,7 @@ one embedded ZooKeeper and one real Kafka broker (Apache Kafka's own jars, docs/
 3. ``zkcoord pipeline rebalance-report`` over the comparison's traces (Spark in local mode).
 """
 
+import contextlib
 import logging
 import shutil
 import subprocess
@@ -171,72 +172,71 @@ def show_group(client: KazooClient, members: int) -> None:
 
 def migrate(scratch: Path, partitions: int, kafka: TestKafka) -> bool:
     """Step 2: a consuming legacy group taken from ZK_ONLY to LOG_ONLY and back; True if every command passed."""
-    from zkcoord.legacy.consumer import LegacyConsumer
-    from zkcoord.sources.kafka import KafkaSource
-
     _banner(
         f"2/3 migrating the offsets of legacy group {MIGRATION_GROUP} ({JVM_MEMBER} + {len(ZKCOORD_MEMBERS)} "
         "zkcoord members) to the offsets log and back"
     )
     connect = kafka.zk_connect
     group = ["--group", MIGRATION_GROUP, "--zookeeper", connect]
-    client = KazooClient(hosts=connect)
-    client.start(timeout=30)
-    production = KafkaProduction(f"kafka:bootstrap={kafka.bootstrap}", 20, kafka)
-    production.create_topics({MIGRATION_TOPIC: partitions})
-    production.start([MIGRATION_TOPIC])
-    node = NodeProcess(1, connect, scratch / "offsets", NODE_OVERRIDES, scratch, log_level="WARNING")
-    jvm_member = ConsoleConsumerMember(kafka, MIGRATION_GROUP, MIGRATION_TOPIC, scratch)
-    members: list[tuple[LegacyConsumer, KafkaSource]] = []
-    stop = threading.Event()
-    try:
-        node.wait_serving()
-        print(f"coordinator node 1 serving on {node.address[0]}:{node.address[1]}", flush=True)
-        jvm_member.wait_registered(client)
-        for name in ZKCOORD_MEMBERS:
-            source = KafkaSource(kafka.bootstrap, client_id=f"{MIGRATION_GROUP}-{name}")
-            member = LegacyConsumer(
-                {
-                    "group.id": MIGRATION_GROUP,
-                    "zookeeper.connect": connect,
-                    "consumer.id": name,
-                    "zookeeper.session.timeout.ms": 4000,
-                    "auto.commit.interval.ms": 500,
-                    "auto.offset.reset": "smallest",
-                },
-                topics={MIGRATION_TOPIC: 1},
-                source=source,
-                trace=_print_offsets_mode,
-            ).start()
-            members.append((member, source))
-            stream = member.streams()[MIGRATION_TOPIC][0]
-            threading.Thread(target=_drain, args=(stream, stop), daemon=True).start()
-        show_group(client, len(ZKCOORD_MEMBERS) + 1)
-        ok = _command("migrate", "plan", *group) == 0
-        for step in load_steps():
-            if step.name == JVM_MEMBER_STOPS_BEFORE:
-                ok &= stop_jvm_member(jvm_member, client)
-            ok &= _command("migrate", "up", "--to", step.name, *group) == 0
-            time.sleep(1)  # members commit in the new phase
+    with contextlib.ExitStack() as running:  # stopped in reverse: members, the JVM member, node, producer, client
+        client = KazooClient(hosts=connect)
+        client.start(timeout=30)
+        running.callback(client.close)
+        running.callback(client.stop)
+        production = KafkaProduction(f"kafka:bootstrap={kafka.bootstrap}", 20, kafka)
+        running.callback(production.close)
+        production.create_topics({MIGRATION_TOPIC: partitions})
+        production.start([MIGRATION_TOPIC])
+        node = NodeProcess(1, connect, scratch / "offsets", NODE_OVERRIDES, scratch, log_level="WARNING")
+        running.callback(node.stop)
+        jvm_member = ConsoleConsumerMember(kafka, MIGRATION_GROUP, MIGRATION_TOPIC, scratch)
+        running.callback(jvm_member.stop)
+        try:
+            node.wait_serving()
+            print(f"coordinator node 1 serving on {node.address[0]}:{node.address[1]}", flush=True)
+            jvm_member.wait_registered(client)
+            for name in ZKCOORD_MEMBERS:
+                start_zkcoord_member(name, kafka, running)
+            show_group(client, len(ZKCOORD_MEMBERS) + 1)
+            ok = _command("migrate", "plan", *group) == 0
+            for step in load_steps():
+                if step.name == JVM_MEMBER_STOPS_BEFORE:
+                    ok &= stop_jvm_member(jvm_member, client)
+                ok &= _command("migrate", "up", "--to", step.name, *group) == 0
+                time.sleep(1)  # members commit in the new phase
+                ok &= _command("migrate", "verify", *group) == 0
+            ok &= _command("migrate", "down", "--to", "zero", *group) == 0
+            time.sleep(1)
             ok &= _command("migrate", "verify", *group) == 0
-        ok &= _command("migrate", "down", "--to", "zero", *group) == 0
-        time.sleep(1)
-        ok &= _command("migrate", "verify", *group) == 0
-        ok &= _command("migrate", "status", *group) == 0
-        return ok
-    except (TimeoutError, RuntimeError) as error:
-        print(f"error: {error}", flush=True)
-        return False
-    finally:
-        stop.set()
-        jvm_member.stop()
-        for member, source in members:
-            member.close()
-            source.close()
-        node.stop()
-        production.close()
-        client.stop()
-        client.close()
+            ok &= _command("migrate", "status", *group) == 0
+            return ok
+        except (TimeoutError, RuntimeError) as error:
+            print(f"error: {error}", flush=True)
+            return False
+
+
+def start_zkcoord_member(name: str, kafka: TestKafka, running: contextlib.ExitStack) -> None:
+    """A zkcoord legacy member reading the broker through KafkaSource, its one stream drained until closed."""
+    from zkcoord.legacy.consumer import LegacyConsumer
+    from zkcoord.sources.kafka import KafkaSource
+
+    source = KafkaSource(kafka.bootstrap, client_id=f"{MIGRATION_GROUP}-{name}")
+    running.callback(source.close)
+    member = LegacyConsumer(
+        {
+            "group.id": MIGRATION_GROUP,
+            "zookeeper.connect": kafka.zk_connect,
+            "consumer.id": name,
+            "zookeeper.session.timeout.ms": 4000,
+            "auto.commit.interval.ms": 500,
+            "auto.offset.reset": "smallest",
+        },
+        topics={MIGRATION_TOPIC: 1},
+        source=source,
+        trace=_print_offsets_mode,
+    ).start()
+    running.callback(member.close)  # which ends the stream
+    threading.Thread(target=_drain, args=(member.streams()[MIGRATION_TOPIC][0],), daemon=True).start()
 
 
 def stop_jvm_member(jvm_member: ConsoleConsumerMember, client: KazooClient) -> bool:
@@ -258,10 +258,9 @@ def stop_jvm_member(jvm_member: ConsoleConsumerMember, client: KazooClient) -> b
     return jvm_member.records() > 0
 
 
-def _drain(stream, stop: threading.Event) -> None:
-    for _ in stream:
-        if stop.is_set():
-            return
+def _drain(stream) -> None:
+    for _ in stream:  # ends when the member closes
+        pass
 
 
 def _print_offsets_mode(event: dict) -> None:
