@@ -27,7 +27,7 @@ from zkcoord.compare.runner import CompareOptions, compare_run
 from zkcoord.compare.scenarios import Workload
 from zkcoord.migration.runner import load_steps
 from zkcoord.model import TopicPartition
-from zkcoord.peers.jvm import java_command
+from zkcoord.testing.jvm_member import JvmMember, JvmMembers
 from zkcoord.testing.kafka_broker import TestKafka, kafka_cluster
 from zkcoord.testing.node_process import NodeProcess
 from zkcoord.testing.zookeeper import wait_until
@@ -38,6 +38,7 @@ DEMO_VARIANTS = ("legacy", "eager", "static", "cooperative")
 MIGRATION_GROUP = "demo-migration"
 MIGRATION_TOPIC = "demo.events"
 ZKCOORD_MEMBERS = ("m1", "m2")
+JVM_MEMBER_NAME = "jvm"
 # A JVM member commits to ZooKeeper only: a backfill would be stale at once, and reading from the log is refused
 # while one is live, so JVM members are replaced before the backfill (docs/migration.md).
 JVM_MEMBER_STOPS_BEFORE = "0002_backfill_log"
@@ -94,53 +95,6 @@ def compare(out: Path, members: int, partitions: int, variants: tuple[str, ...],
     return all(result["status"] != "failed" for result in results)
 
 
-class ConsoleConsumerMember:
-    """Kafka 0.8.2.2's own ``kafka.tools.ConsoleConsumer``: a JVM member of a ZooKeeper group, one whitelist
-    stream, reading the broker from the earliest offset; each record it consumes is a line of ``output``."""
-
-    def __init__(self, kafka: TestKafka, group: str, topic: str, scratch: Path):
-        config = scratch / "console-consumer.properties"
-        # ConsoleConsumer has no option for group.id: it takes it from this file (and honours the other keys)
-        config.write_text(f"group.id={group}\nauto.commit.interval.ms=500\nzookeeper.session.timeout.ms=4000\n")
-        arguments = ["--zookeeper", kafka.zk_connect, "--whitelist", topic, "--consumer.config", str(config)]
-        command = java_command(peers.LEGACY_CONSUMER, "kafka.tools.ConsoleConsumer", [*arguments, "--from-beginning"])
-        self.output = scratch / "console-consumer.out"
-        self.log = scratch / "console-consumer.log"
-        with open(self.output, "wb") as output, open(self.log, "wb") as log:
-            self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=output, stderr=log)
-
-    def wait_registered(self, client: KazooClient) -> None:
-        """Until it is in the group: it refuses to start (--from-beginning) once the group has offsets."""
-
-        def registered() -> bool:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"the {JVM_MEMBER} exited ({self.process.returncode}): {self.log_tail()}")
-            return any(c not in _zkcoord_ids() for c in admin.read_group(client, MIGRATION_GROUP).members)
-
-        wait_until(registered, timeout=SETTLE_TIMEOUT_S, what=f"the {JVM_MEMBER} to join {MIGRATION_GROUP}")
-
-    def log_tail(self) -> str:
-        return self.log.read_text(errors="replace")[-2000:].strip()
-
-    def records(self) -> int:
-        with open(self.output, "rb") as output:
-            return sum(1 for _ in output)
-
-    def stop(self) -> None:
-        """SIGTERM: its shutdown hook commits the offsets and leaves the group, as an operator's stop would."""
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
-
-
-def _zkcoord_ids() -> set[str]:
-    return {f"{MIGRATION_GROUP}_{name}" for name in ZKCOORD_MEMBERS}
-
-
 def _consumer_of(thread_id: str) -> str:
     """A 0.8.2 owner znode holds ``<consumer id>-<thread number>``."""
     return thread_id.rsplit("-", 1)[0]
@@ -163,11 +117,12 @@ def show_group(client: KazooClient, members: int) -> None:
         what=f"group {MIGRATION_GROUP} to settle with {members} members",
     )
     print(f"   group {MIGRATION_GROUP} in ZooKeeper (/consumers/{MIGRATION_GROUP}/ids, owners, offsets):", flush=True)
+    jvm_consumer_id = f"{MIGRATION_GROUP}_{JVM_MEMBER_NAME}"
     for consumer_id in sorted(snapshot.members):
-        what = "zkcoord legacy member" if consumer_id in _zkcoord_ids() else f"{JVM_MEMBER} (JVM)"
+        what = f"{JVM_MEMBER} (JVM)" if consumer_id == jvm_consumer_id else "zkcoord legacy member"
         owned = sorted(tp.partition for tp, thread in snapshot.owners.items() if _consumer_of(thread) == consumer_id)
         offsets = [snapshot.offsets.get(TopicPartition(MIGRATION_TOPIC, p)) for p in owned]
-        print(f"   {consumer_id:<44} {what:<38} owns {owned}, committed {offsets}", flush=True)
+        print(f"   {consumer_id:<20} {what:<38} owns {owned}, committed {offsets}", flush=True)
 
 
 def migrate(scratch: Path, partitions: int, kafka: TestKafka) -> bool:
@@ -189,12 +144,18 @@ def migrate(scratch: Path, partitions: int, kafka: TestKafka) -> bool:
         production.start([MIGRATION_TOPIC])
         node = NodeProcess(1, connect, scratch / "offsets", NODE_OVERRIDES, scratch, log_level="WARNING")
         running.callback(node.stop)
-        jvm_member = ConsoleConsumerMember(kafka, MIGRATION_GROUP, MIGRATION_TOPIC, scratch)
-        running.callback(jvm_member.stop)
+        jvm_member = running.enter_context(JvmMembers(scratch / "jvm")).console(
+            connect,
+            MIGRATION_GROUP,
+            JVM_MEMBER_NAME,
+            MIGRATION_TOPIC,
+            from_beginning=True,  # which it refuses once the group has offsets: it starts first
+            properties={"zookeeper.session.timeout.ms": 4000, "auto.commit.interval.ms": 500},
+        )
         try:
             node.wait_serving()
             print(f"coordinator node 1 serving on {node.address[0]}:{node.address[1]}", flush=True)
-            jvm_member.wait_registered(client)
+            jvm_member.wait_started(client, MIGRATION_GROUP, timeout=SETTLE_TIMEOUT_S)
             for name in ZKCOORD_MEMBERS:
                 start_zkcoord_member(name, kafka, running)
             show_group(client, len(ZKCOORD_MEMBERS) + 1)
@@ -210,7 +171,7 @@ def migrate(scratch: Path, partitions: int, kafka: TestKafka) -> bool:
             ok &= _command("migrate", "verify", *group) == 0
             ok &= _command("migrate", "status", *group) == 0
             return ok
-        except (TimeoutError, RuntimeError) as error:
+        except (TimeoutError, AssertionError) as error:  # a group that did not settle, a JVM member that exited
             print(f"error: {error}", flush=True)
             return False
 
@@ -239,7 +200,7 @@ def start_zkcoord_member(name: str, kafka: TestKafka, running: contextlib.ExitSt
     threading.Thread(target=_drain, args=(member.streams()[MIGRATION_TOPIC][0],), daemon=True).start()
 
 
-def stop_jvm_member(jvm_member: ConsoleConsumerMember, client: KazooClient) -> bool:
+def stop_jvm_member(jvm_member: JvmMember, client: KazooClient) -> bool:
     """Stop the JVM member where the runbook replaces it, and show the zkcoord members taking its partitions."""
     print(
         f"   stopping the {JVM_MEMBER} here: a 0.8.2 JVM member knows nothing of phases and goes on committing to\n"
@@ -248,14 +209,15 @@ def stop_jvm_member(jvm_member: ConsoleConsumerMember, client: KazooClient) -> b
         "   coordinator group: the runbook replaces JVM members with zkcoord legacy members (docs/migration.md)",
         flush=True,
     )
-    jvm_member.stop()
+    status = jvm_member.stop()
+    consumed = len(jvm_member.values())
     print(
-        f"   the {JVM_MEMBER} consumed {jvm_member.records()} records of the broker and exited with status "
-        f"{jvm_member.process.returncode} (SIGTERM: its shutdown hook committed and left the group)",
+        f"   the {JVM_MEMBER} consumed {consumed} records of the broker and exited with status {status} "
+        "(SIGTERM: its shutdown hook committed and left the group)",
         flush=True,
     )
     show_group(client, len(ZKCOORD_MEMBERS))
-    return jvm_member.records() > 0
+    return consumed > 0
 
 
 def _drain(stream) -> None:

@@ -16,14 +16,12 @@ import threading
 import time
 from collections.abc import Callable
 
-from zkcoord.errors import SourceError
 from zkcoord.sources import open_source
 from zkcoord.trace import JsonLinesTraceWriter, make_event
 
 log = logging.getLogger(__name__)
 READY = "ready"
 POLL_TIMEOUT_MS = 100
-SOURCE_RETRY_BACKOFF_MS = 200  # 0.8.2's refresh.leader.backoff.ms
 
 
 class CompareTrace:
@@ -140,18 +138,10 @@ class LegacyMember:
             thread.start()
 
     def _run(self, stream) -> None:
-        while True:
-            try:
-                for record in stream:  # ends when the consumer closes
-                    if self.cost_s:
-                        time.sleep(self.cost_s)
-                    self.trace.processed(record.topic, record.partition, record.offset, record.offset, _now_ms())
-                return
-            except SourceError as error:
-                # A partition added a moment ago is claimed on the ZooKeeper watch, before the broker serves it;
-                # 0.8.2's fetcher retries such a partition until it has a leader. The stream stays usable.
-                log.warning("reading failed, trying again in %d ms: %s", SOURCE_RETRY_BACKOFF_MS, error)
-                time.sleep(SOURCE_RETRY_BACKOFF_MS / 1000)
+        for record in stream:  # ends when the consumer closes
+            if self.cost_s:
+                time.sleep(self.cost_s)
+            self.trace.processed(record.topic, record.partition, record.offset, record.offset, _now_ms())
 
     def close(self) -> None:
         """Close (which ends the stream), then let the last record's report out."""

@@ -21,7 +21,7 @@ from zkcoord.model import TopicPartition
 from zkcoord.sources import SyntheticSource, open_source
 from zkcoord.sources.base import parse_spec
 from zkcoord.testing.kafka_broker import KafkaEndpoint
-from zkcoord.zk import admin, layout
+from zkcoord.zk import admin
 
 log = logging.getLogger(__name__)
 
@@ -63,9 +63,7 @@ def kafka_endpoint(spec: str, zk_connect: str) -> KafkaEndpoint:
     client = KazooClient(hosts=zk_connect)
     client.start(timeout=30)
     try:
-        registrations = [
-            layout.decode_broker_registration(i, client.get(layout.broker_path(i))[0]) for i in admin.broker_ids(client)
-        ]
+        registrations = admin.read_brokers(client)
     finally:
         client.stop()
         client.close()
