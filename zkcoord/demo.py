@@ -40,7 +40,7 @@ MIGRATION_TOPIC = "demo.events"
 ZKCOORD_MEMBERS = ("m1", "m2")
 JVM_MEMBER_NAME = "jvm"
 # A JVM member commits to ZooKeeper only: a backfill would be stale at once, and reading from the log is refused
-# while one is live, so JVM members are replaced before the backfill (docs/migration.md).
+# while one is live (docs/migration.md), so the demo stops it before the backfill.
 JVM_MEMBER_STOPS_BEFORE = "0002_backfill_log"
 NODE_OVERRIDES = {"offsets.topic.num.partitions": 4, "group.initial.rebalance.delay.ms": 0}
 SETTLE_TIMEOUT_S = 60
@@ -201,7 +201,7 @@ def start_zkcoord_member(name: str, kafka: TestKafka, running: contextlib.ExitSt
 
 
 def stop_jvm_member(jvm_member: JvmMember, client: KazooClient) -> bool:
-    """Stop the JVM member where the runbook replaces it, and show the zkcoord members taking its partitions."""
+    """Stop the JVM member before the backfill, and show the zkcoord members taking its partitions over."""
     print(
         f"   stopping the {JVM_MEMBER} here: a 0.8.2 JVM member knows nothing of phases and goes on committing to\n"
         "   ZooKeeper only (its partitions are only in ZooKeeper above), so the log's copy of its offsets would be\n"
