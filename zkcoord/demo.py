@@ -196,8 +196,10 @@ def start_zkcoord_member(name: str, kafka: TestKafka, running: contextlib.ExitSt
         source=source,
         trace=_print_offsets_mode,
     ).start()
+    drain = threading.Thread(target=_drain, args=(member.streams()[MIGRATION_TOPIC][0],), daemon=True)
+    running.callback(drain.join, 30)  # before the source closes: a fetch may still be under way
     running.callback(member.close)  # which ends the stream
-    threading.Thread(target=_drain, args=(member.streams()[MIGRATION_TOPIC][0],), daemon=True).start()
+    drain.start()
 
 
 def stop_jvm_member(jvm_member: JvmMember, client: KazooClient) -> bool:
