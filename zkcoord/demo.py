@@ -32,6 +32,7 @@ from zkcoord.testing.kafka_broker import TestKafka, kafka_cluster
 from zkcoord.testing.node_process import NodeProcess
 from zkcoord.testing.zookeeper import wait_until
 from zkcoord.zk import admin
+from zkcoord.zk.client import started_client
 from zkcoord.zk.server import EmbeddedZooKeeper
 
 DEMO_VARIANTS = ("legacy", "eager", "static", "cooperative")
@@ -134,10 +135,7 @@ def migrate(scratch: Path, partitions: int, kafka: TestKafka) -> bool:
     connect = kafka.zk_connect
     group = ["--group", MIGRATION_GROUP, "--zookeeper", connect]
     with contextlib.ExitStack() as running:  # stopped in reverse: members, the JVM member, node, producer, client
-        client = KazooClient(hosts=connect)
-        client.start(timeout=30)
-        running.callback(client.close)
-        running.callback(client.stop)
+        client = running.enter_context(started_client(connect))
         production = KafkaProduction(f"kafka:bootstrap={kafka.bootstrap}", 20, kafka)
         running.callback(production.close)
         production.create_topics({MIGRATION_TOPIC: partitions})

@@ -22,6 +22,7 @@ from zkcoord.sources import SyntheticSource, open_source
 from zkcoord.sources.base import parse_spec
 from zkcoord.testing.kafka_broker import KafkaEndpoint
 from zkcoord.zk import admin
+from zkcoord.zk.client import started_client
 
 log = logging.getLogger(__name__)
 
@@ -60,13 +61,8 @@ def kafka_endpoint(spec: str, zk_connect: str) -> KafkaEndpoint:
     """The broker of a ``kafka:`` spec, checked to be registered in ``zk_connect`` (its chroot included)."""
     endpoint = KafkaEndpoint(zk_connect, parse_spec(spec)[1]["bootstrap"])
     cluster = endpoint.broker_addresses()
-    client = KazooClient(hosts=zk_connect)
-    client.start(timeout=30)
-    try:
+    with started_client(zk_connect) as client:
         registrations = admin.read_brokers(client)
-    finally:
-        client.stop()
-        client.close()
     registered = {(broker.host, broker.port) for broker in registrations}
     if not cluster & registered:
         raise SourceError(

@@ -45,6 +45,7 @@ from zkcoord.testing.node_process import NodeProcess
 from zkcoord.testing.zookeeper import fresh_chroot
 from zkcoord.trace import JsonLinesTraceWriter, make_event
 from zkcoord.zk import admin
+from zkcoord.zk.client import started_client
 from zkcoord.zk.server import EmbeddedZooKeeper
 
 log = logging.getLogger(__name__)
@@ -420,15 +421,8 @@ class CompareContext:
             self._embedded.stop()
         shutil.rmtree(self.scratch, ignore_errors=True)
 
-    @contextlib.contextmanager
-    def zookeeper(self):
-        client = KazooClient(hosts=self.connect)
-        client.start(timeout=30)
-        try:
-            yield client
-        finally:
-            client.stop()
-            client.close()
+    def zookeeper(self) -> contextlib.AbstractContextManager[KazooClient]:
+        return started_client(self.connect)
 
 
 def read_manifest(out: Path) -> dict:

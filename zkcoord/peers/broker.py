@@ -15,10 +15,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from kazoo.client import KazooClient
-
 from zkcoord import peers
 from zkcoord.errors import ZkcoordError
+from zkcoord.zk import layout
+from zkcoord.zk.client import started_client
 from zkcoord.zk.server import find_java
 
 log = logging.getLogger(__name__)
@@ -148,13 +148,8 @@ class KafkaBroker:
                 pass
         except OSError:
             return False
-        client = KazooClient(hosts=self.zookeeper_connect)
-        try:
-            client.start(timeout=10)
-            return client.exists(f"/brokers/ids/{self.broker_id}") is not None
-        finally:
-            client.stop()
-            client.close()
+        with started_client(self.zookeeper_connect, timeout=10) as client:
+            return client.exists(f"{layout.BROKER_IDS_PATH}/{self.broker_id}") is not None
 
     def _tail(self, lines: int = 30) -> str:
         text = ""

@@ -12,10 +12,10 @@ import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from kazoo.client import KazooClient
-
 from zkcoord.peers.broker import KafkaBroker
 from zkcoord.testing.zookeeper import fresh_chroot, wait_until
+from zkcoord.zk import layout
+from zkcoord.zk.client import started_client
 
 
 @dataclass(frozen=True)
@@ -89,21 +89,16 @@ class KafkaEndpoint:
 
     def _wait_for_leaders(self, topic: str, partitions: int) -> None:
         """Until the controller has written a leader into every partition's state znode."""
-        client = KazooClient(hosts=self.zk_connect)
-        client.start(timeout=15)
-        try:
+        with started_client(self.zk_connect) as client:
 
             def led() -> bool:
                 for partition in range(partitions):
-                    path = f"/brokers/topics/{topic}/partitions/{partition}/state"
+                    path = layout.partition_state_path(topic, partition)
                     if client.exists(path) is None or json.loads(client.get(path)[0]).get("leader", -1) < 0:
                         return False
                 return True
 
             wait_until(led, timeout=30, what=f"every partition of {topic} to have a leader")
-        finally:
-            client.stop()
-            client.close()
 
 
 @dataclass(frozen=True)

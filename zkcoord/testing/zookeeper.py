@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from kazoo.client import KazooClient
 
 from zkcoord import env
+from zkcoord.zk.client import started_client
 from zkcoord.zk.server import EmbeddedZooKeeper, is_serving
 
 TEST_TICK_TIME_MS = 100
@@ -73,13 +74,8 @@ def zookeeper_for_tests() -> Iterator[str]:
 def fresh_chroot(connect: str, prefix: str = "zkcoord-test") -> str:
     """Create an empty chroot under ``connect`` and return the connect string that uses it."""
     chroot = f"/{prefix}-{uuid.uuid4().hex[:12]}"
-    client = KazooClient(hosts=connect)
-    client.start(timeout=15)
-    try:
+    with started_client(connect, timeout=15) as client:
         client.ensure_path(chroot)
-    finally:
-        client.stop()
-        client.close()
     return connect + chroot
 
 

@@ -1,0 +1,18 @@
+"""A plain (threading) kazoo client for one block of work: arranging, checking or reading znodes."""
+
+import contextlib
+from collections.abc import Iterator
+
+from kazoo.client import KazooClient
+
+
+@contextlib.contextmanager
+def started_client(connect: str, timeout: float = 30.0) -> Iterator[KazooClient]:
+    """A kazoo client on ``connect`` (chroot included), started for the block, then stopped and closed."""
+    client = KazooClient(hosts=connect)
+    client.start(timeout=timeout)
+    try:
+        yield client
+    finally:
+        client.stop()
+        client.close()
