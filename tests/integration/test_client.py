@@ -16,6 +16,7 @@ from zkcoord.errors import (
     ConfigError,
     FencedInstanceIdError,
     IllegalStateError,
+    SourceError,
     WakeupError,
 )
 from zkcoord.model import TopicPartition
@@ -334,3 +335,26 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def test_a_source_failing_on_one_partition_loses_no_record_of_another(make_consumer):
+    """The round's records fetched before the failure are handed out, not dropped behind advanced positions."""
+
+    class FailsOnce(SyntheticSource):
+        failed = False
+
+        def fetch(self, partition, offset, max_records):
+            if partition == T[1] and not self.failed:
+                self.failed = True
+                raise SourceError("broker gone for a moment")
+            return super().fetch(partition, offset, max_records)
+
+    consumer = make_consumer(enable_auto_commit=False, source=FailsOnce(initial_records=30))
+    consumer.assign([T[0], T[1]])
+    first = consumer.poll(100)
+    assert list(first) == [T[0]] and first[T[0]][0].offset == 0
+    offsets = {tp: [r.offset for r in batch] for tp, batch in first.items()}
+    while sum(map(len, offsets.values())) < 60:
+        for tp, batch in consumer.poll(100).items():
+            offsets.setdefault(tp, []).extend(r.offset for r in batch)
+    assert offsets == {T[0]: list(range(30)), T[1]: list(range(30))}

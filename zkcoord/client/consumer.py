@@ -36,6 +36,7 @@ from zkcoord.errors import (
     IllegalStateError,
     NoOffsetForPartitionError,
     OffsetOutOfRangeError,
+    SourceError,
     WakeupError,
     ZkcoordError,
 )
@@ -233,6 +234,10 @@ class Consumer:
                 )
                 self._state.positions[partition] = self._reset_offsets([partition])[partition]
                 continue
+            except SourceError:
+                if result:  # earlier partitions' records are handed out; the next poll meets the error again
+                    break
+                raise
             if records:
                 result[partition] = records
                 count += len(records)
