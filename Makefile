@@ -15,6 +15,10 @@ check-java:
 	  echo "  Debian/Ubuntu: sudo apt-get install -y openjdk-17-jdk-headless"; \
 	  echo "  macOS:         brew install openjdk@17"; \
 	  echo "  or set JAVA_HOME to an installed JDK."; exit 1; }
+	@command -v mvn >/dev/null 2>&1 || { \
+	  echo "zkcoord needs Maven (mvn) to resolve Apache Kafka's jars, the peers of its tests and demo."; \
+	  echo "  Debian/Ubuntu: sudo apt-get install -y maven"; \
+	  echo "  macOS:         brew install maven"; exit 1; }
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +26,7 @@ $(STAMP): setup.cfg pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-# Kafka's own jars (the 0.8.2 consumer, the 3.9 broker) through Maven into ~/.cache/zkcoord/peers, once.
+# Kafka's own jars (the 0.8.2 consumer, the 3.9 broker, 1.1.1's rebalance check) through Maven into ~/.cache/zkcoord/peers, once.
 peers: $(STAMP)
 	$(BIN)/zkcoord peers fetch
 
