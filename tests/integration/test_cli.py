@@ -16,7 +16,7 @@ from zkcoord import cli
 from zkcoord.cli import common
 from zkcoord.testing.legacy import converged
 from zkcoord.testing.zookeeper import wait_until
-from zkcoord.zk import layout
+from zkcoord.zk import admin, layout
 
 
 def run(capsys, *argv):
@@ -256,6 +256,23 @@ def test_verify_reports_missing_groups_and_foreign_owner_nodes(capsys, zk, zk_co
         zk.create(layout.owners_path("g", "t") + "/0-0", b"pykafka-host:uuid")  # pykafka's <leader>-<partition>
         code, out, _ = run(capsys, "legacy", "verify", "--group", "g", "--zookeeper", zk_connect)
     assert code == 1 and "owner node /consumers/g/owners/t/0-0 is not in the 0.8.2 layout" in out
+
+
+def test_verify_fails_on_an_unreadable_topic_and_escapes_foreign_owner_bytes(capsys, zk, zk_connect):
+    """Foreign data in ZooKeeper: a topic znode 0.8.2 cannot read is a problem, not an empty topic, and an owner's
+    control bytes reach the terminal escaped."""
+    zk.create(
+        layout.consumer_path("g", "g_m"),
+        b'{"version":1,"subscription":{"t":1,"u":1},"pattern":"static","timestamp":"1"}',
+        makepath=True,
+    )
+    zk.create(layout.topic_path("t"), b"\x00garbage", makepath=True)
+    admin.create_topic(zk, "u", 1)
+    zk.create(layout.owner_path("g", "u", 0), b"g_gone-0\x1b[2J", makepath=True)
+    code, out, _ = run(capsys, "legacy", "verify", "--group", "g", "--zookeeper", zk_connect)
+    assert code == 1 and "Rebalance NOT verified" in out
+    assert "ERROR: topic t has an unreadable znode" in out
+    assert "\x1b" not in out and "owner g_gone-0\\x1b[2J of [u,0] is not a live thread" in out
 
 
 def test_topics_alter_keeps_fields_of_later_versions(capsys, zk, zk_connect):

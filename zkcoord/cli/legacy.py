@@ -222,7 +222,7 @@ def cmd_legacy_verify(args: argparse.Namespace) -> int:
             args.group,
             topic,
             partition,
-            snapshot.owners.get(TopicPartition(topic, partition), "-"),
+            admin.printable(snapshot.owners.get(TopicPartition(topic, partition), "-")),
             snapshot.offsets.get(TopicPartition(topic, partition), "-"),
         )
         for topic, partitions in sorted(snapshot.partitions.items())

@@ -137,6 +137,7 @@ class GroupSnapshot:
     members: dict[str, dict[str, int]] = field(default_factory=dict)  # consumer id → expanded subscription
     bad_members: dict[str, str] = field(default_factory=dict)  # consumer id → why 0.8.2 cannot read it
     partitions: dict[str, list[int]] = field(default_factory=dict)  # subscribed topic → partitions
+    bad_topics: dict[str, str] = field(default_factory=dict)  # subscribed topic → why its znode is unreadable
     owners: dict[TopicPartition, str] = field(default_factory=dict)
     foreign_owner_nodes: list[str] = field(default_factory=list)  # not /owners/<t>/<int>, e.g. pykafka's
     offsets: dict[TopicPartition, int | str] = field(default_factory=dict)
@@ -151,6 +152,7 @@ class GroupSnapshot:
             return [f"consumer group {self.group} does not exist"]
         found = [f"member {c} has an unreadable registration: {why}" for c, why in sorted(self.bad_members.items())]
         found += [f"owner node {path} is not in the 0.8.2 layout" for path in self.foreign_owner_nodes]
+        found += [f"topic {topic} has an unreadable znode: {why}" for topic, why in sorted(self.bad_topics.items())]
         for topic, partitions in sorted(self.partitions.items()):
             live = self.live_threads(topic)
             for partition in partitions:
@@ -158,8 +160,15 @@ class GroupSnapshot:
                 if owner is None:
                     found.append(f"no owner for partition [{topic},{partition}]")
                 elif owner not in live:
-                    found.append(f"owner {owner} of [{topic},{partition}] is not a live thread of group {self.group}")
+                    found.append(
+                        f"owner {printable(owner)} of [{topic},{partition}] is not a live thread of group {self.group}"
+                    )
         return found
+
+
+def printable(text: str) -> str:
+    """``text`` with control and other unprintable characters escaped, so a foreign znode cannot drive a terminal."""
+    return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
 
 
 def read_group(client: KazooClient, group: str, exclude_internal_topics: bool = True) -> GroupSnapshot:
@@ -179,8 +188,11 @@ def read_group(client: KazooClient, group: str, exclude_internal_topics: bool = 
     for topic in sorted({t for subs in snapshot.members.values() for t in subs}):
         try:
             snapshot.partitions[topic] = layout.decode_topic_partitions(topic, client.get(layout.topic_path(topic))[0])
-        except (NoNodeError, ZnodeDecodeError):
+        except NoNodeError:  # a subscribed topic that does not exist (yet) has no partitions to own
             snapshot.partitions[topic] = []
+        except ZnodeDecodeError as error:  # 0.8.2's rebalance fails on it: nothing of the topic can be verified
+            snapshot.partitions[topic] = []
+            snapshot.bad_topics[topic] = error.reason
     for topic in _children(client, layout.owners_path(group)):
         for partition in _children(client, layout.owners_path(group, topic)):
             if not partition.isdigit():
