@@ -216,7 +216,7 @@ def test_status_lists_the_node_its_partitions_and_groups(node, zk_connect):
     assert {(p["leader"], p["epoch"]) for p in status["partitions"]} == {(1, 1)}
 
 
-def test_metrics_endpoint_uses_kafka_names(zk, zk_connect, tmp_path):
+def test_metrics_and_probe_endpoints(zk, zk_connect, tmp_path):
     metrics_port = 19000 + os.getpid() % 1000
     process = start_node(zk_connect, tmp_path / "log", extra=["--metrics-port", str(metrics_port)])
     try:
@@ -229,6 +229,10 @@ def test_metrics_endpoint_uses_kafka_names(zk, zk_connect, tmp_path):
         )
         assert 'num_groups{state="Stable"} 1.0' in body
         assert "partition_load_time_max" in body and "offset_commit_rate" in body
+        health = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/healthz", timeout=5)
+        assert health.status == 200
+        ready = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/readyz", timeout=5).read())
+        assert ready["ready"] is True and ready["zookeeper"] == "CONNECTED" and ready["partitions_led"] == [0, 1, 2, 3]
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=20) == 0

@@ -38,7 +38,11 @@ def cmd_coordinator_start(args: argparse.Namespace) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         gevent.signal_handler(signum, stop.set)
     node.start()
-    metrics = serve_metrics(node.metrics.registry, args.host, args.metrics_port) if args.metrics_port else None
+    metrics = (
+        serve_metrics(node.metrics.registry, args.host, args.metrics_port, readiness=node.readiness)
+        if args.metrics_port
+        else None
+    )
     print(f"coordinator node {args.node_id} serving on {args.host}:{node.port}", flush=True)
     try:
         stop.wait()

@@ -20,7 +20,7 @@ from pathlib import Path
 import gevent
 from gevent.event import Event
 from gevent.queue import Queue
-from kazoo.client import KazooClient
+from kazoo.client import KazooClient, KazooState
 
 from zkcoord.clock import SystemClock
 from zkcoord.errors import FencedLeaderError, LogError
@@ -156,6 +156,16 @@ class CoordinatorNode:
     @property
     def port(self) -> int:
         return self.server.address[1]
+
+    def readiness(self) -> dict:
+        """What ``/readyz`` answers: ready while connected to ZooKeeper, registered and not stopping."""
+        state = self.zk.state if self.zk is not None else "NOT_STARTED"
+        return {
+            "ready": state == KazooState.CONNECTED and self.registry is not None and not self._stopping,
+            "zookeeper": str(state),
+            "partitions_led": sorted(self.coordinator.owned),
+            "partitions_loading": sorted(self.coordinator.loading),
+        }
 
     def stop(self) -> None:
         """Graceful: resign every partition (parked requests get NOT_COORDINATOR), flush and close the logs."""
