@@ -3,9 +3,10 @@
 Owns what is the node's own around :class:`~zkcoord.runtime.CoordinatorRuntime`: the real-clock timer
 greenlet, loading and unloading offsets partitions as ZooKeeper elects this node or moves a partition away
 (with the epoch fence on disk, :mod:`zkcoord.runtime.durable`), the topic-metadata watch, the cluster as
-ZooKeeper sees it (for FindCoordinator and Metadata), metrics, and offset migration's request steps
-(:mod:`zkcoord.server.steps`). Every entry into the runtime runs to completion without yielding, so one gevent
-hub serialises them: the "one serial queue per partition" of the design, with no locks. ZooKeeper is
+ZooKeeper's watches have it (for FindCoordinator and Metadata, :mod:`zkcoord.server.cluster`), metrics, and
+offset migration's request steps (:mod:`zkcoord.server.steps`). Every entry into the runtime runs to completion
+without yielding, so one gevent hub serialises them: the "one serial queue per partition" of the design, with
+no locks. ZooKeeper is
 therefore read before a request enters the core or after it answered.
 
 IO: gevent, kazoo, files. Expects gevent's monkey-patching in the process entry point only.
@@ -27,13 +28,14 @@ from zkcoord.errors import FencedLeaderError, LogError
 from zkcoord.group.coordinator import GroupCoordinator
 from zkcoord.runtime import CoordinatorRuntime
 from zkcoord.runtime.durable import DurableLogs
+from zkcoord.server.cluster import ZooKeeperCluster
 from zkcoord.server.config import NodeConfig
 from zkcoord.server.connection import WireServer
 from zkcoord.server.metrics import NodeMetrics
 from zkcoord.server.migration import GroupMigrations
 from zkcoord.server.steps import MigrationSteps
 from zkcoord.wire.codec import API_NAMES
-from zkcoord.wire.messages import MetadataResponseBroker, Request
+from zkcoord.wire.messages import Request
 from zkcoord.zk import layout
 from zkcoord.zk.election import PartitionElection, ensure_partition_count
 from zkcoord.zk.nodes import NodeRegistry
@@ -42,28 +44,6 @@ from zkcoord.zk.session import make_kazoo_client
 log = logging.getLogger(__name__)
 
 LOAD_RETRY_S = 5.0
-
-
-class ZooKeeperCluster:
-    """The cluster as the node's ZooKeeper view has it: registered nodes and each offsets partition's leader."""
-
-    def __init__(self):
-        self.registry: NodeRegistry | None = None
-        self.election: PartitionElection | None = None
-
-    def brokers(self) -> list[MetadataResponseBroker]:
-        nodes = self.registry.nodes() if self.registry is not None else {}
-        return [
-            MetadataResponseBroker(node_id=node, host=host, port=port) for node, (host, port) in sorted(nodes.items())
-        ]
-
-    def coordinator(self, partition: int) -> MetadataResponseBroker | None:
-        leader = self.election.leader(partition) if self.election is not None else None
-        nodes = self.registry.nodes() if self.registry is not None else {}
-        if leader is None or leader[0] not in nodes:
-            return None
-        host, port = nodes[leader[0]]
-        return MetadataResponseBroker(node_id=leader[0], host=host, port=port)
 
 
 class CoordinatorNode:
@@ -151,6 +131,7 @@ class CoordinatorNode:
             claim_grace_ms=server.claim_grace_ms,
         )
         self.cluster.election.start()
+        self.cluster.watch(self.zk, server.root, self.election.num_partitions, self.node_id, self.advertised_host, port)
         log.info("coordinator node started node=%d address=%s:%d", self.node_id, self.host, port)
 
     @property
@@ -184,6 +165,7 @@ class CoordinatorNode:
         # Commits answered until now are still owed to ZooKeeper: the mirror gets the same bound to catch up.
         self.migrations.stop(self.config.server.shutdown_timeout_ms / 1000)
         gevent.killall(self._greenlets, timeout=1)
+        self.cluster.stop()
         if self.zk is not None:
             self.zk.stop()
             self.zk.close()
