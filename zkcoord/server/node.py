@@ -6,8 +6,7 @@ greenlet, loading and unloading offsets partitions as ZooKeeper elects this node
 ZooKeeper's watches have it (for FindCoordinator and Metadata, :mod:`zkcoord.server.cluster`), metrics, and
 offset migration's request steps (:mod:`zkcoord.server.steps`). Every entry into the runtime runs to completion
 without yielding, so one gevent hub serialises them: the "one serial queue per partition" of the design, with
-no locks. ZooKeeper is
-therefore read before a request enters the core or after it answered.
+no locks. ZooKeeper is therefore read before a request enters the core or after it answered.
 
 IO: gevent, kazoo, files. Expects gevent's monkey-patching in the process entry point only.
 """
