@@ -41,6 +41,11 @@ class ZooKeeperCluster:
             self._watch.stop()
         self._answers = CachedCluster(ClusterSnapshot())
 
+    @property
+    def current(self) -> bool:
+        """Whether the answers come from a view ZooKeeper has confirmed since the last interruption."""
+        return self._watch is not None and self._watch.current
+
     def brokers(self) -> tuple[MetadataResponseBroker, ...]:
         return self._answers.brokers()
 

@@ -138,11 +138,14 @@ class CoordinatorNode:
         return self.server.address[1]
 
     def readiness(self) -> dict:
-        """What ``/readyz`` answers: ready while connected to ZooKeeper, registered and not stopping."""
+        """What ``/readyz`` answers: ready while connected to ZooKeeper, registered, with a current view of the
+        cluster, and not stopping."""
         state = self.zk.state if self.zk is not None else "NOT_STARTED"
+        ready = state == KazooState.CONNECTED and self.registry is not None and self.cluster.current
         return {
-            "ready": state == KazooState.CONNECTED and self.registry is not None and not self._stopping,
+            "ready": ready and not self._stopping,
             "zookeeper": str(state),
+            "cluster_view_current": self.cluster.current,
             "partitions_led": sorted(self.coordinator.owned),
             "partitions_loading": sorted(self.coordinator.loading),
         }
