@@ -225,3 +225,41 @@ def test_a_node_logs_a_property_it_does_not_use_and_takes_the_others(caplog):
         "property log.flush.polcy is not used by a coordinator node; ignored",
         "property num.network.threads is not used by a coordinator node; ignored",
     ]
+
+
+def test_a_node_takes_kafkas_connection_limits_by_either_name_and_parses_per_ip_overrides():
+    from zkcoord.server.config import node_config
+
+    server = node_config(
+        {
+            "connections.max.idle.ms": "5000",
+            "request_read_timeout_ms": "700",
+            "max_connections_per_ip": "3",
+            "max.connections.per.ip.overrides": "127.0.0.1:100, ::1:0",
+        }
+    ).server
+    assert (server.connections_max_idle_ms, server.request_read_timeout_ms, server.max_connections_per_ip) == (
+        5000,
+        700,
+        3,
+    )
+    assert server.per_ip_overrides() == {"127.0.0.1": 100, "::1": 0}
+    defaults = node_config({}).server
+    assert (defaults.connections_max_idle_ms, defaults.max_connections_per_ip) == (600_000, 2**31 - 1)
+
+
+@pytest.mark.parametrize(
+    "properties",
+    [
+        {"max.connections.per.ip.overrides": "127.0.0.1"},
+        {"max.connections.per.ip.overrides": "127.0.0.1:x"},
+        {"connections.max.idle.ms": "0"},
+        {"request.read.timeout.ms": "-1"},
+        {"max.connections.per.ip": "0"},
+    ],
+)
+def test_a_node_refuses_connection_limits_that_cannot_work(properties):
+    from zkcoord.server.config import node_config
+
+    with pytest.raises(ConfigError):
+        node_config(properties)

@@ -131,3 +131,47 @@ def test_requests_and_responses_cross_both_ends_in_order_whatever_the_chunking(b
         while (answered := client.next_response()) is not None:
             received.append((answered[0], answered[1]["echo"]))
     assert received == list(enumerate(bodies))
+
+
+# ---- read deadlines: idle connections and trickled frames --------------------------------------------------
+
+HEARTBEAT = encode_frame({"api": "Heartbeat", "api_version": 0, "correlation_id": 1})
+
+
+def timed_server(now_ms: float = 1000.0) -> ServerConnection:
+    return ServerConnection(max_idle_ms=600, read_timeout_ms=50, now_ms=now_ms)
+
+
+def test_a_new_connection_must_send_within_the_idle_bound():
+    assert timed_server(1000.0).read_deadline() == (1600.0, "idle")
+
+
+def test_a_started_frame_must_be_complete_within_the_read_timeout_however_slowly_it_trickles():
+    server = timed_server()
+    for offset, byte in enumerate(HEARTBEAT[:-1]):
+        server.feed(bytes([byte]), now_ms=1100.0 + offset)
+        assert server.next_request(now_ms=1100.0 + offset) is None
+    assert server.read_deadline() == (1150.0, "slow request")  # from the first byte, not the latest
+
+
+def test_the_idle_clock_restarts_at_each_request_and_answer():
+    server = timed_server()
+    server.feed(HEARTBEAT, now_ms=1200.0)
+    assert server.next_request(now_ms=1201.0) is not None
+    assert server.read_deadline() == (1801.0, "idle")
+    server.respond(1, {"error_code": 0}, now_ms=1300.0)
+    assert server.read_deadline() == (1900.0, "idle")
+
+
+def test_bytes_of_the_next_frame_read_with_one_request_start_its_read_clock():
+    server = timed_server()
+    server.feed(HEARTBEAT + HEARTBEAT[:3], now_ms=1200.0)
+    assert server.next_request(now_ms=1210.0) is not None
+    assert server.read_deadline() == (1260.0, "slow request")
+
+
+def test_a_connection_without_bounds_has_no_read_deadline():
+    server = ServerConnection()
+    assert server.read_deadline() is None
+    server.feed(HEARTBEAT[:2])
+    assert server.read_deadline() is None

@@ -15,7 +15,9 @@ this one, and it must not import the group state machine, the runtime or the log
 import contextlib
 import logging
 import socket
-from collections.abc import Callable
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
 
 import gevent
 from gevent.event import Event
@@ -39,6 +41,10 @@ _RECV_BYTES = 65536
 _LINGER_SECONDS = 2.0
 _ENCODE_ERRORS = (TypeError, ValueError, OverflowError)
 _MAX_BATCHED_RESPONSES = 64
+
+
+def _now_ms() -> float:
+    return time.monotonic() * 1000
 
 
 def _server_error(message: str) -> ErrorResponse:
@@ -78,7 +84,9 @@ class _Connection:
         self._sock = sock
         self.peer = f"{peer[0]}:{peer[1]}"
         self.client_host = f"/{peer[0]}"  # as DescribeGroups shows a member's host
-        self._protocol = ServerConnection(server.max_request_bytes)
+        self._protocol = ServerConnection(
+            server.max_request_bytes, server.max_idle_ms, server.read_timeout_ms, now_ms=_now_ms()
+        )
         self.greenlet = gevent.getcurrent()
         # True from reading a request until its response is written: stop() lets such a connection finish.
         self.busy = False
@@ -90,7 +98,7 @@ class _Connection:
     def serve(self) -> None:
         while not self.draining:
             try:
-                message = self._protocol.next_request()
+                message = self._protocol.next_request(_now_ms())
             except FrameError as error:
                 self._answer_frame_error(error)
                 return
@@ -129,14 +137,21 @@ class _Connection:
         # Yield before reading: a connection whose socket always has data would otherwise never let other
         # connections, timers, accepts or signals run.
         gevent.sleep(0)
-        try:
-            data = self._sock.recv(_RECV_BYTES)
-        except OSError as error:
-            log.debug("connection lost peer=%s error=%s", self.peer, error)
+        deadline = self._protocol.read_deadline()
+        data = None
+        with gevent.Timeout(None if deadline is None else max(0.0, deadline[0] - _now_ms()) / 1000, False):
+            try:
+                data = self._sock.recv(_RECV_BYTES)
+            except OSError as error:
+                log.debug("connection lost peer=%s error=%s", self.peer, error)
+                return False
+        if data is None:
+            self._server.connections_expired_total += 1
+            log.info("closing connection peer=%s reason=%s", self.peer, deadline[1])
             return False
         if not data:
             return False
-        self._protocol.feed(data)
+        self._protocol.feed(data, _now_ms())
         return True
 
     def _handle(self, message: dict) -> bool:
@@ -167,11 +182,11 @@ class _Connection:
             log.error("dispatch responded with a %s instead of a response peer=%s", type(response).__name__, self.peer)
             response = encode_response(_server_error("the server produced an invalid response; see its log"))
         try:
-            return self._protocol.respond(correlation_id, response)
+            return self._protocol.respond(correlation_id, response, _now_ms())
         except _ENCODE_ERRORS:
             log.exception("response cannot be encoded peer=%s correlation_id=%s", self.peer, correlation_id)
             return self._protocol.respond(
-                correlation_id, encode_response(_server_error("the server produced an invalid response"))
+                correlation_id, encode_response(_server_error("the server produced an invalid response")), _now_ms()
             )
 
     def _write(self, frame: bytes) -> bool:
@@ -224,8 +239,12 @@ class WireServer:
     ``correlation_id``. Until then the connection's later requests wait. An exception from ``dispatch`` is
     logged and, if it had not responded, answered -1 UNKNOWN_SERVER_ERROR.
 
-    Metrics are plain counters: ``connections_open``, ``connections_rejected_total``, ``requests_total``
-    (every request with a valid header) and ``frame_errors_total``.
+    Abuse bounds: ``max_connections`` in all and ``max_connections_per_ip`` from one address (None: no bound;
+    ``max_connections_per_ip_overrides`` maps an IP to its own bound); a connection is closed after
+    ``max_idle_ms`` without a request, or ``read_timeout_ms`` after a request's first byte if the rest is not in.
+
+    Metrics are plain counters: ``connections_open``, ``connections_rejected_total``, ``connections_expired_total``
+    (closed idle or slow), ``requests_total`` (every request with a valid header) and ``frame_errors_total``.
     """
 
     def __init__(
@@ -236,6 +255,10 @@ class WireServer:
         max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         send_timeout_seconds: float = 30.0,
+        max_idle_ms: float | None = None,
+        read_timeout_ms: float | None = None,
+        max_connections_per_ip: int | None = None,
+        max_connections_per_ip_overrides: Mapping[str, int] | None = None,
     ):
         ServerConnection(max_request_bytes)  # refuses a bad limit now rather than at the first connection
         if type(max_connections) is not int or max_connections < 1:
@@ -244,8 +267,14 @@ class WireServer:
         self.max_request_bytes = max_request_bytes
         self.max_connections = max_connections
         self.send_timeout_seconds = send_timeout_seconds
+        self.max_idle_ms = max_idle_ms
+        self.read_timeout_ms = read_timeout_ms
+        self.max_connections_per_ip = max_connections_per_ip
+        self.max_connections_per_ip_overrides = dict(max_connections_per_ip_overrides or {})
         self.connections_open = 0
+        self._connections_by_ip: Counter[str] = Counter()
         self.connections_rejected_total = 0
+        self.connections_expired_total = 0
         self.requests_total = 0
         self.frame_errors_total = 0
         self._connections: set[_Connection] = set()
@@ -282,20 +311,34 @@ class WireServer:
             gevent.killall(late, block=True, timeout=1.0)
         log.info("wire server stopped")
 
+    def _refusal(self, ip: str) -> str | None:
+        if self._stopping:
+            return "stopping"
+        if self.connections_open >= self.max_connections:
+            return "max_connections"
+        per_ip = self.max_connections_per_ip_overrides.get(ip, self.max_connections_per_ip)
+        if per_ip is not None and self._connections_by_ip[ip] >= per_ip:
+            return "max_connections_per_ip"
+        return None
+
     def _serve_socket(self, sock: socket.socket, peer: tuple) -> None:
-        if self._stopping or self.connections_open >= self.max_connections:
+        ip = peer[0]
+        refusal = self._refusal(ip)
+        if refusal is not None:
             self.connections_rejected_total += 1
             log.warning(
-                "connection refused peer=%s:%s reason=%s connections_open=%d",
-                peer[0],
+                "connection refused peer=%s:%s reason=%s connections_open=%d from_ip=%d",
+                ip,
                 peer[1],
-                "stopping" if self._stopping else "max_connections",
+                refusal,
                 self.connections_open,
+                self._connections_by_ip[ip],
             )
             sock.close()
             return
         connection = _Connection(self, sock, peer)
         self.connections_open += 1
+        self._connections_by_ip[ip] += 1
         self._connections.add(connection)
         try:
             # Responses are small and latency-bound (heartbeats, joins): do not wait to coalesce them.
@@ -306,4 +349,7 @@ class WireServer:
         finally:
             self._connections.discard(connection)
             self.connections_open -= 1
+            self._connections_by_ip[ip] -= 1
+            if not self._connections_by_ip[ip]:
+                del self._connections_by_ip[ip]
             connection.close()

@@ -86,6 +86,10 @@ class CoordinatorNode:
             self.dispatch,
             max_request_bytes=config.server.max_request_bytes,
             max_connections=config.server.max_connections,
+            max_idle_ms=config.server.connections_max_idle_ms,
+            read_timeout_ms=config.server.request_read_timeout_ms,
+            max_connections_per_ip=config.server.max_connections_per_ip,
+            max_connections_per_ip_overrides=config.server.per_ip_overrides(),
         )
         self.zk: KazooClient | None = None
         self._timer_wakeup = Event()

@@ -36,23 +36,53 @@ class ProtocolError(ZkcoordError):
 
 
 class ServerConnection:
-    """The server's side: requests in, their responses out, in the order the requests came."""
+    """The server's side: requests in, their responses out, in the order the requests came.
 
-    def __init__(self, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES):
+    It also keeps the connection's read deadline (times in ms from any monotonic clock): with nothing of a
+    request read, ``max_idle_ms`` after the last request or answer (or the start); once a frame's first byte
+    is in, ``read_timeout_ms`` after it, however slowly the rest trickles in. None disables either.
+    """
+
+    def __init__(
+        self,
+        max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+        max_idle_ms: float | None = None,
+        read_timeout_ms: float | None = None,
+        now_ms: float = 0.0,
+    ):
         self._decoder = FrameDecoder(max_request_bytes)
         self._unanswered: deque[int] = deque()
+        self._max_idle_ms = max_idle_ms
+        self._read_timeout_ms = read_timeout_ms
+        self._idle_since_ms = now_ms
+        self._frame_started_ms: float | None = None
 
-    def feed(self, data: bytes) -> None:
+    def feed(self, data: bytes, now_ms: float = 0.0) -> None:
+        if data and self._frame_started_ms is None:
+            self._frame_started_ms = now_ms
         self._decoder.feed(data)
 
-    def next_request(self) -> dict | None:
+    def next_request(self, now_ms: float = 0.0) -> dict | None:
         """The next request map (its header valid), or None until more bytes come. Raises FrameError."""
         message = self._decoder.next_message()
         if message is not None:
             self._unanswered.append(message["correlation_id"])
+            self._idle_since_ms = now_ms
+            # Bytes after this frame were already fed: the next frame has started.
+            self._frame_started_ms = now_ms if self._decoder.buffered_bytes else None
         return message
 
-    def respond(self, correlation_id: int, fields: dict) -> bytes:
+    def read_deadline(self) -> tuple[float, str] | None:
+        """``(deadline in ms, "idle" or "slow request")`` by which more must be read, or None for no bound."""
+        if self._frame_started_ms is not None:
+            if self._read_timeout_ms is None:
+                return None
+            return self._frame_started_ms + self._read_timeout_ms, "slow request"
+        if self._max_idle_ms is None:
+            return None
+        return self._idle_since_ms + self._max_idle_ms, "idle"
+
+    def respond(self, correlation_id: int, fields: dict, now_ms: float = 0.0) -> bytes:
         """The frame answering the oldest unanswered request; ``fields`` must be what msgpack can carry."""
         expected = self._unanswered[0] if self._unanswered else None
         if correlation_id != expected:
@@ -63,6 +93,7 @@ class ServerConnection:
         message.update((key, value) for key, value in fields.items() if key != "correlation_id")
         frame = encode_frame(message)
         self._unanswered.popleft()
+        self._idle_since_ms = now_ms
         return frame
 
     def error(self, error: FrameError) -> bytes:
