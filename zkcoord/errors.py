@@ -21,6 +21,7 @@ class ErrorCode(enum.IntEnum):
     COORDINATOR_LOAD_IN_PROGRESS = 14
     COORDINATOR_NOT_AVAILABLE = 15
     NOT_COORDINATOR = 16
+    INVALID_TOPIC_EXCEPTION = 17
     RECORD_LIST_TOO_LARGE = 18
     NOT_ENOUGH_REPLICAS = 19
     NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
@@ -173,6 +174,7 @@ KAFKA_MESSAGES: dict[ErrorCode, str] = {
     ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: "The coordinator is loading and hence can't process requests.",
     ErrorCode.COORDINATOR_NOT_AVAILABLE: "The coordinator is not available.",
     ErrorCode.NOT_COORDINATOR: "This is not the correct coordinator.",
+    ErrorCode.INVALID_TOPIC_EXCEPTION: "The request attempted to perform an operation on an invalid topic.",
     ErrorCode.RECORD_LIST_TOO_LARGE: "The request included message batch larger than the configured segment size "
     "on the server.",
     ErrorCode.NOT_ENOUGH_REPLICAS: "Messages are rejected since there are fewer in-sync replicas than required.",

@@ -32,6 +32,7 @@ from zkcoord.group.model import Group
 from zkcoord.model import GroupState, TopicPartition
 from zkcoord.offsets.store import OffsetStore
 from zkcoord.wire import messages as m
+from zkcoord.wire.limits import group_id_too_long
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +155,13 @@ class GroupCoordinator:
         return partition_for(group_id, self.config.offsets_topic_num_partitions)
 
     def group_status(self, group_id: str) -> ErrorCode | None:
-        """§0.4 validateGroupStatus after the id check: 15, then 14 (loading comes before ownership), then 16."""
+        """§0.4 validateGroupStatus after the id check: 15, then 14 (loading comes before ownership), then 16.
+
+        Every group request passes here, so an id longer than zkcoord's bound is refused here: 24, before any
+        group is created or looked up under it.
+        """
+        if group_id_too_long(group_id):
+            return E.INVALID_GROUP_ID
         if not self.active:
             return E.COORDINATOR_NOT_AVAILABLE
         partition = self.partition_for(group_id)

@@ -16,6 +16,7 @@ from typing import Protocol
 
 from zkcoord.errors import ErrorCode
 from zkcoord.wire import messages as m
+from zkcoord.wire.limits import legal_topic_name
 from zkcoord.wire.requests import SUPPORTED_APIS
 
 API_VERSIONS = tuple(
@@ -108,14 +109,15 @@ def metadata_response(
     brokers: Sequence[m.MetadataResponseBroker], topics: Mapping[str, int], requested: Sequence[str] | None
 ) -> m.MetadataResponse:
     """Metadata's answer (wire-protocol §3): ``brokers`` as given, each requested topic (None: all) with its
-    partitions, and 3 UNKNOWN_TOPIC_OR_PARTITION for a topic not in ``topics`` (name → partition count)."""
+    partitions, 3 UNKNOWN_TOPIC_OR_PARTITION for a topic not in ``topics`` (name → partition count) and 17
+    INVALID_TOPIC_EXCEPTION for a name Kafka would not accept."""
     names = sorted(topics) if requested is None else requested
     return m.MetadataResponse(
         nodes=tuple(brokers),
         topics=tuple(
             m.MetadataResponseTopic(
                 name=name,
-                error_code=ErrorCode.NONE if name in topics else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                error_code=_topic_error(name, topics),
                 partitions=tuple(
                     m.MetadataResponsePartition(partition_index=index, error_code=ErrorCode.NONE)
                     for index in range(topics.get(name, 0))
@@ -124,3 +126,9 @@ def metadata_response(
             for name in names
         ),
     )
+
+
+def _topic_error(name: str, topics: Mapping[str, int]) -> ErrorCode:
+    if name in topics:
+        return ErrorCode.NONE
+    return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if legal_topic_name(name) else ErrorCode.INVALID_TOPIC_EXCEPTION

@@ -7,15 +7,17 @@ for the message naming the field. A typed response becomes the map the wire carr
 (:func:`encode_response`): field order as the classes list them, nil where a field is None, and no
 ``error_message`` unless there is one.
 
-Pure: imports only msgspec and zkcoord.wire; no IO.
+Pure: imports only msgspec, zkcoord.errors and zkcoord.wire; no IO.
 """
 
 from __future__ import annotations
 
 import msgspec
 
+from zkcoord.errors import ErrorCode
 from zkcoord.wire import messages as m
-from zkcoord.wire.requests import SUPPORTED_APIS, check_request
+from zkcoord.wire.limits import collapsed, id_length_problem
+from zkcoord.wire.requests import SUPPORTED_APIS, check_request, refusal_response
 
 REQUEST_TYPES: dict[str, type[m.Request]] = {
     "ApiVersions": m.ApiVersionsRequest,
@@ -62,8 +64,19 @@ _ID_TYPES = (str, type(None))
 def read_request(message: dict, client_host: str = "") -> m.Request | dict:
     """The typed request of a request map with a valid header, or the response map refusing it (35 or 42).
 
-    ``client_host`` is the peer's address, which a JoinGroup keeps for DescribeGroups.
+    ``client_host`` is the peer's address, which a JoinGroup keeps for DescribeGroups. Ids longer than
+    :mod:`zkcoord.wire.limits` allows are refused with 42; repeated names are collapsed.
     """
+    request = _typed(message, client_host)
+    if type(request) is dict:
+        return request
+    problem = id_length_problem(request, message.get("client_id"))
+    if problem is not None:
+        return refusal_response(message.get("correlation_id"), ErrorCode.INVALID_REQUEST, problem)
+    return collapsed(request)
+
+
+def _typed(message: dict, client_host: str) -> m.Request | dict:
     api, version = message.get("api"), message.get("api_version")
     request_type = REQUEST_TYPES.get(api) if type(api) is str else None
     if (

@@ -233,7 +233,8 @@ def _struct_problem(message: dict, struct: Struct, path: str) -> str | None:
     return None
 
 
-def _error_response(correlation_id: object, error_code: ErrorCode, message: str) -> dict:
+def refusal_response(correlation_id: object, error_code: ErrorCode, message: str) -> dict:
+    """The answer refusing a request before any handler: its error code and why."""
     return {"correlation_id": correlation_id, "error_code": int(error_code), "error_message": message}
 
 
@@ -248,10 +249,10 @@ def check_request(message: dict) -> dict | None:
     version = message.get("api_version")
     if type(api) is not str or api not in SUPPORTED_APIS:
         shown = repr(api) if type(api) is str else _wire_type(api)
-        return _error_response(correlation_id, ErrorCode.UNSUPPORTED_VERSION, f"api {shown} is not supported")
+        return refusal_response(correlation_id, ErrorCode.UNSUPPORTED_VERSION, f"api {shown} is not supported")
     low, high = SUPPORTED_APIS[api]
     if type(version) is not int or not low <= version <= high:
-        response = _error_response(
+        response = refusal_response(
             correlation_id,
             ErrorCode.UNSUPPORTED_VERSION,
             f"{api} api_version {version!r} is not supported (supported: {low} to {high})",
@@ -261,12 +262,12 @@ def check_request(message: dict) -> dict | None:
         return response
     client_id = message.get("client_id")
     if client_id is not None and type(client_id) is not str:
-        return _error_response(
+        return refusal_response(
             correlation_id, ErrorCode.INVALID_REQUEST, f"client_id must be str or nil, got {_wire_type(client_id)}"
         )
     problem = _struct_problem(message, REQUEST_SCHEMAS[api], api)
     if problem is not None:
-        return _error_response(correlation_id, ErrorCode.INVALID_REQUEST, problem)
+        return refusal_response(correlation_id, ErrorCode.INVALID_REQUEST, problem)
     return None
 
 
