@@ -1,6 +1,7 @@
 """Frames and headers of the wire protocol (wire-protocol.md §1, §2). Pure: no sockets."""
 
 import struct
+import tracemalloc
 
 import msgpack
 import pytest
@@ -95,6 +96,31 @@ def test_partial_frame_waits_and_the_rest_stays_buffered():
     assert decoder.buffered_bytes == 5
     decoder.feed(second[5:])
     assert decoder.next_message()["correlation_id"] == 2
+
+
+def test_a_half_sent_frame_costs_about_what_was_received_and_nothing_once_read():
+    """Nothing is reserved for the announced length: the buffer grows with the bytes that come (within
+    bytearray's 1/8 headroom) and gives its memory back once the frame is read."""
+    whole = encode_frame({**HEADER, "padding": "x" * (DEFAULT_MAX_REQUEST_BYTES - 100)})
+    half = len(whole) // 2
+    decoder = FrameDecoder()
+    tracemalloc.start()
+    try:
+        start = tracemalloc.get_traced_memory()[0]
+        decoder.feed(whole[:4])
+        assert decoder.next_message() is None
+        assert tracemalloc.get_traced_memory()[0] - start < 1024
+        for offset in range(4, half, 65536):
+            decoder.feed(whole[offset : min(offset + 65536, half)])
+            assert decoder.next_message() is None
+        assert tracemalloc.get_traced_memory()[0] - start <= half * 1.15
+        decoder.feed(whole[half:])
+        message = decoder.next_message()
+        assert len(message["padding"]) == DEFAULT_MAX_REQUEST_BYTES - 100
+        del message
+        assert tracemalloc.get_traced_memory()[0] - start < 1024
+    finally:
+        tracemalloc.stop()
 
 
 def test_encode_frame_layout_spec_1():
