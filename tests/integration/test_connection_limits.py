@@ -123,3 +123,14 @@ def test_a_per_ip_quota_refuses_the_attackers_address_but_serves_another(zk, zk_
                     client.close()
             assert closed_by_server(kept, 0.5) == 0  # the attacker's first 8 stay connected
         assert "reason=max_connections_per_ip" in node.log_tail(10**6)
+
+
+def test_a_request_repeating_one_name_gets_a_bounded_answer_and_long_group_ids_are_refused(zk, zk_connect, tmp_path):
+    with running_node(zk_connect, tmp_path, {}) as node, WireClient("127.0.0.1", node.wait_serving()) as client:
+        metadata = client.call("Metadata", topics=["some-topic"] * 80_000)
+        assert [topic["name"] for topic in metadata["topics"]] == ["some-topic"]
+        described = client.call("DescribeGroups", groups=["g"] * 50_000)["groups"]
+        assert [group["group_id"] for group in described] == ["g"]
+        long_id = "g" * 100_000
+        assert client.call("DescribeGroups", groups=[long_id])["groups"][0]["error_code"] == 24
+        assert client.call("OffsetFetch", group_id=long_id, topics=None)["error_code"] == 24
