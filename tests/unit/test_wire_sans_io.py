@@ -175,3 +175,11 @@ def test_a_connection_without_bounds_has_no_read_deadline():
     assert server.read_deadline() is None
     server.feed(HEARTBEAT[:2])
     assert server.read_deadline() is None
+
+
+def test_a_frame_pipelined_behind_a_parked_request_is_timed_from_the_answer():
+    server = timed_server()
+    server.feed(HEARTBEAT + HEARTBEAT[:3], now_ms=1200.0)
+    assert server.next_request(now_ms=1200.0) is not None
+    server.respond(1, {"error_code": 0}, now_ms=90_000.0)  # parked for a long time: the server read nothing
+    assert server.read_deadline() == (90_050.0, "slow request")

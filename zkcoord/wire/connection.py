@@ -40,7 +40,8 @@ class ServerConnection:
 
     It also keeps the connection's read deadline (times in ms from any monotonic clock): with nothing of a
     request read, ``max_idle_ms`` after the last request or answer (or the start); once a frame's first byte
-    is in, ``read_timeout_ms`` after it, however slowly the rest trickles in. None disables either.
+    is in, ``read_timeout_ms`` after it (or after the answer the server was busy with), however slowly the
+    rest trickles in. None disables either.
     """
 
     def __init__(
@@ -94,6 +95,10 @@ class ServerConnection:
         frame = encode_frame(message)
         self._unanswered.popleft()
         self._idle_since_ms = now_ms
+        if self._frame_started_ms is not None:
+            # The server did not read while the request was in hand (a JoinGroup may be parked for minutes):
+            # the next frame's bytes were not late meanwhile.
+            self._frame_started_ms = now_ms
         return frame
 
     def error(self, error: FrameError) -> bytes:
