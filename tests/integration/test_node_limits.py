@@ -1,6 +1,7 @@
-"""A node process under connection abuse (docs/coordinator.md "Limits"): idle and trickling sockets are cut, and
-per-IP quotas keep one address from taking every slot. Attackers bind 127.0.0.2; the well-behaved client
-is 127.0.0.1. Timeouts are configured small so that each test takes a few seconds."""
+"""A node process under abuse (docs/coordinator.md "Limits"): idle and trickling sockets are cut, per-IP
+quotas keep one address from taking every slot, and repeated names or long ids cannot inflate answers or
+state. Attackers bind 127.0.0.2; the well-behaved client is 127.0.0.1. Timeouts are configured small so
+that each test takes a few seconds."""
 
 import contextlib
 import selectors
