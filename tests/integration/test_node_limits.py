@@ -128,6 +128,10 @@ def test_a_per_ip_quota_refuses_the_attackers_address_but_serves_another(zk, zk_
 
 def test_a_request_repeating_one_name_gets_a_bounded_answer_and_long_group_ids_are_refused(zk, zk_connect, tmp_path):
     with running_node(zk_connect, tmp_path, {}) as node, WireClient("127.0.0.1", node.wait_serving()) as client:
+        deadline = time.monotonic() + WAIT_SECONDS
+        while client.call("FindCoordinator", key="g", key_type=0)["error_code"] != 0:  # leads the partition
+            assert time.monotonic() < deadline, node.log_tail()
+            time.sleep(0.05)
         metadata = client.call("Metadata", topics=["some-topic"] * 80_000)
         assert [topic["name"] for topic in metadata["topics"]] == ["some-topic"]
         described = client.call("DescribeGroups", groups=["g"] * 50_000)["groups"]

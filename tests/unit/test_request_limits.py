@@ -84,14 +84,33 @@ def test_metadata_answers_17_for_a_topic_name_kafka_would_not_accept(legal, name
     assert response.topics[0].error_code == (UNKNOWN_TOPIC_OR_PARTITION if legal else INVALID_TOPIC_EXCEPTION)
 
 
+def long_owned_group_id(h) -> str:
+    """A group id one character over the bound whose offsets partition the harness owns."""
+    for suffix in range(100):
+        group_id = f"{suffix:03d}".ljust(MAX_GROUP_ID_LENGTH + 1, "g")
+        if h.coordinator.partition_for(group_id) in h.coordinator.owned:
+            return group_id
+    raise AssertionError("no owned partition")
+
+
 def test_every_group_request_refuses_an_over_long_group_id_with_24_and_stores_nothing(h):
-    long_id = "g" * (MAX_GROUP_ID_LENGTH + 1)
+    long_id = long_owned_group_id(h)
     assert error(h.send(join4(group=long_id))) == INVALID_GROUP_ID
     assert error(h.send(fetch(group=long_id, partitions=[("t", 0)]))) == INVALID_GROUP_ID
     committed = reply(h.send(commit("", -1, {("t", 0): 1}, group=long_id)))
     assert committed["topics"][0]["partitions"][0]["error_code"] == INVALID_GROUP_ID
     assert reply(h.send(describe(long_id)))["groups"][0]["error_code"] == INVALID_GROUP_ID
     assert reply(h.send(delete(long_id)))["results"][0]["error_code"] == INVALID_GROUP_ID
+    assert long_id not in h.coordinator.groups
+
+
+def test_a_group_stored_before_the_bound_can_still_be_deleted(h, monkeypatch):
+    long_id = long_owned_group_id(h)
+    monkeypatch.setattr("zkcoord.wire.limits.MAX_GROUP_ID_LENGTH", 10**6)
+    committed = reply(h.send(commit("", -1, {("t", 0): 1}, group=long_id)))
+    assert committed["topics"][0]["partitions"][0]["error_code"] == NONE
+    monkeypatch.undo()
+    assert reply(h.send(delete(long_id)))["results"][0]["error_code"] == NONE
     assert long_id not in h.coordinator.groups
 
 

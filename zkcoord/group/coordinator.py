@@ -157,11 +157,10 @@ class GroupCoordinator:
     def group_status(self, group_id: str) -> ErrorCode | None:
         """§0.4 validateGroupStatus after the id check: 15, then 14 (loading comes before ownership), then 16.
 
-        Every group request passes here, so an id longer than zkcoord's bound is refused here: 24, before any
-        group is created or looked up under it.
+        Every group request passes here, so an id longer than zkcoord's bound is refused here (24) before any
+        group is created under it; a group stored before the bound existed can still be described, deleted or
+        left to expire.
         """
-        if group_id_too_long(group_id):
-            return E.INVALID_GROUP_ID
         if not self.active:
             return E.COORDINATOR_NOT_AVAILABLE
         partition = self.partition_for(group_id)
@@ -169,6 +168,8 @@ class GroupCoordinator:
             return E.COORDINATOR_LOAD_IN_PROGRESS
         if partition not in self.owned:
             return E.NOT_COORDINATOR
+        if group_id_too_long(group_id) and group_id not in self.groups:
+            return E.INVALID_GROUP_ID
         return None
 
     def serves(self, group_id: str | None) -> bool:
