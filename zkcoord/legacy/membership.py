@@ -13,7 +13,7 @@ import logging
 
 import gevent
 import gevent.event
-from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
+from kazoo.exceptions import KazooException
 from kazoo.protocol.states import KazooState
 
 from zkcoord.legacy.commits import OffsetCommits
@@ -25,6 +25,7 @@ from zkcoord.migration.phases import MigrationState
 from zkcoord.migration.store import advertise
 from zkcoord.model import TopicPartition
 from zkcoord.zk import layout
+from zkcoord.zk.ephemeral import create_ephemeral
 
 log = logging.getLogger(__name__)
 
@@ -78,16 +79,9 @@ class Membership(MemberPart):
 
     def _create_registration(self, data: bytes) -> bool:
         """One try: True when the ids node is ours, False when an earlier session's node is in the way."""
-        try:
-            self._zk.create(self._own_path, data, ephemeral=True, makepath=True)
-            return True
-        except NodeExistsError:
-            try:
-                existing, stat = self._zk.get(self._own_path)
-            except NoNodeError:
-                return self._create_registration(data)
+        holder = create_ephemeral(self._zk, self._own_path, data)
         # Ours if identical (a create whose reply was lost), or if this very session wrote it.
-        return existing == data or stat.ephemeralOwner == self._zk.client_id[0]
+        return holder is None or holder.data == data or holder.owner == self._zk.client_id[0]
 
     # ---- sessions (a kazoo listener: only updates state and spawns) ------------------------------------
 

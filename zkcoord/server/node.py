@@ -30,6 +30,7 @@ from zkcoord.runtime.durable import DurableLogs
 from zkcoord.server.cluster import ZooKeeperCluster
 from zkcoord.server.config import NodeConfig
 from zkcoord.server.connection import WireServer
+from zkcoord.server.identity import NodeIdentity
 from zkcoord.server.metrics import NodeMetrics
 from zkcoord.server.migration import GroupMigrations
 from zkcoord.server.steps import MigrationSteps
@@ -37,7 +38,7 @@ from zkcoord.wire.codec import API_NAMES
 from zkcoord.wire.messages import Request
 from zkcoord.zk import layout
 from zkcoord.zk.election import PartitionElection, ensure_partition_count
-from zkcoord.zk.nodes import NodeRegistry
+from zkcoord.zk.nodes import NodeRegistry, previous_session_wait_s
 from zkcoord.zk.session import make_kazoo_client
 
 log = logging.getLogger(__name__)
@@ -65,6 +66,7 @@ class CoordinatorNode:
         self.config = config
         self.zookeeper = zookeeper
         self.log_dir = Path(log_dir)
+        self.identity = NodeIdentity(self.log_dir, node_id)
         self.clock = clock or SystemClock()
         self.coordinator = GroupCoordinator(config.coordinator, self.clock.now_ms())
         self.logs = DurableLogs(self.log_dir, config.log, self.clock)
@@ -111,14 +113,23 @@ class CoordinatorNode:
 
     def start(self) -> None:
         server = self.config.server
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        identity = self.identity.acquire()  # first: a second process with this id and directory stops here
         self.zk = make_kazoo_client(self.zookeeper, server.zookeeper_session_timeout_ms)
         self.zk.start(timeout=server.zookeeper_connection_timeout_ms / 1000)
         self.migrations.start(self.zk)
         ensure_partition_count(self.zk, server.root, self.config.coordinator.offsets_topic_num_partitions)
-        self.log_dir.mkdir(parents=True, exist_ok=True)
         self.server.start()
         port = self.server.address[1]
-        self.cluster.registry = NodeRegistry(self.zk, server.root, self.node_id, self.advertised_host, port)
+        self.cluster.registry = NodeRegistry(
+            self.zk,
+            server.root,
+            self.node_id,
+            self.advertised_host,
+            port,
+            identity=identity,
+            previous_session_wait_s=previous_session_wait_s(server.zookeeper_session_timeout_ms),
+        )
         self.cluster.registry.register()
         self._greenlets.append(gevent.spawn(self._run_timers))
         self._greenlets.append(gevent.spawn(self._run_topic_events))
@@ -175,6 +186,7 @@ class CoordinatorNode:
         if self.zk is not None:
             self.zk.stop()
             self.zk.close()
+        self.identity.release()
         log.info("coordinator node stopped node=%d", self.node_id)
 
     # -- requests ----------------------------------------------------------------------------------------

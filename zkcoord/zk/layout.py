@@ -474,9 +474,13 @@ def _decode_object(path: str, data: bytes | None, fields: Mapping[str, type]) ->
     return obj
 
 
-def encode_coordinator_node(host: str, port: int) -> bytes:
-    """``{"version":1,"host":"...","port":9092}``"""
-    return _encode_compact({"version": 1, "host": host, "port": port})
+def encode_coordinator_node(host: str, port: int, identity: str | None = None) -> bytes:
+    """``{"version":1,"host":"...","port":9092,"identity":"..."}``; ``identity`` names the node's log directory
+    copy (readers that do not know the field ignore it)."""
+    fields: dict[str, object] = {"version": 1, "host": host, "port": port}
+    if identity is not None:
+        fields["identity"] = identity
+    return _encode_compact(fields)
 
 
 def decode_coordinator_node(path: str, data: bytes | None) -> tuple[str, int]:
@@ -485,6 +489,14 @@ def decode_coordinator_node(path: str, data: bytes | None) -> tuple[str, int]:
     if not obj["host"] or not 0 <= obj["port"] <= 65535:
         raise ZnodeDecodeError(path, "host must not be empty and port must be within 0..65535", data)
     return obj["host"], obj["port"]
+
+
+def decode_coordinator_node_identity(path: str, data: bytes | None) -> str | None:
+    """The identity a node registration carries (None: written without one, by an older zkcoord)."""
+    identity = _decode_object(path, data, {}).get("identity")
+    if identity is not None and not isinstance(identity, str):
+        raise ZnodeDecodeError(path, f"identity must be a str, not {identity!r}", data)
+    return identity
 
 
 def encode_offsets_config(partitions: int) -> bytes:

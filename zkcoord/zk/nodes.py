@@ -5,7 +5,9 @@ kazoo runs with ``SequentialGeventHandler``: create :class:`NodeRegistry` on the
 :func:`read_nodes` works with any kazoo handler. Must not import the log, the runtime or the server.
 """
 
+import enum
 import logging
+import time
 
 import gevent
 import gevent.event
@@ -14,7 +16,6 @@ from kazoo.exceptions import (
     BadVersionError,
     ConnectionClosedError,
     ConnectionLoss,
-    NodeExistsError,
     NoNodeError,
     SessionExpiredError,
 )
@@ -22,6 +23,7 @@ from kazoo.exceptions import (
 from zkcoord.errors import ConfigError
 from zkcoord.model import Address
 from zkcoord.zk import layout
+from zkcoord.zk.ephemeral import create_ephemeral, wait_for_owner_to_go
 from zkcoord.zk.layout import DEFAULT_ROOT, ZnodeDecodeError
 
 log = logging.getLogger(__name__)
@@ -29,6 +31,37 @@ log = logging.getLogger(__name__)
 CALL_TIMEOUT_S = 30.0  # ZooKeeper calls of the workers; a lost connection interrupts them sooner
 RETRY_DELAY_S = 1.0
 DISCONNECTED = (ConnectionLoss, SessionExpiredError, ConnectionClosedError)
+# ZooKeeper expires a session between one timeout and one tick after it last heard from it; a tick is at most
+# half the timeout (minSessionTimeout is two ticks).
+EXPIRY_MARGIN = 1.5
+
+
+class RegistrationHolder(enum.Enum):
+    """Who holds a node id's registration, as :func:`judge_registration` sees it."""
+
+    THIS_SESSION = "this session"
+    PREVIOUS_SESSION = "a previous session of this node"  # same identity: its process is gone
+    OTHER_PROCESS = "another live process"
+
+
+def judge_registration(
+    held_identity: str | None, held_owner: int, identity: str | None, session: int | None
+) -> RegistrationHolder:
+    """Whether the registration in the way is ours, our previous incarnation's, or another process's.
+
+    The identity is that of the node's log directory, which one process at a time holds
+    (:mod:`zkcoord.server.identity`); a registration without one is never taken for our own.
+    """
+    if session is not None and held_owner == session:
+        return RegistrationHolder.THIS_SESSION
+    if identity is not None and held_identity == identity:
+        return RegistrationHolder.PREVIOUS_SESSION
+    return RegistrationHolder.OTHER_PROCESS
+
+
+def previous_session_wait_s(session_timeout_ms: int) -> float:
+    """How long a restarted node waits for the registration of its previous session to expire."""
+    return session_timeout_ms * EXPIRY_MARGIN / 1000.0
 
 
 def read_nodes(client: KazooClient, root: str = DEFAULT_ROOT) -> dict[int, tuple[str, int]]:
@@ -53,20 +86,38 @@ def read_nodes(client: KazooClient, root: str = DEFAULT_ROOT) -> dict[int, tuple
 
 
 class NodeRegistry:
-    """This node's ephemeral registration, ``{"version":1,"host":..,"port":..}``, kept across session loss."""
+    """This node's ephemeral registration, ``{"version":1,"host":..,"port":..,"identity":..}``, kept across
+    session loss.
 
-    def __init__(self, client: KazooClient, root: str, node_id: int, host: str, port: int):
+    A registration left by a previous session of this node (same ``identity``: the process was killed and
+    restarted at once) is waited for, up to ``previous_session_wait_s``, until ZooKeeper expires it; one of
+    another process is refused. Without an identity every other session's registration is refused.
+    """
+
+    def __init__(
+        self,
+        client: KazooClient,
+        root: str,
+        node_id: int,
+        host: str,
+        port: int,
+        identity: str | None = None,
+        previous_session_wait_s: float = 0.0,
+    ):
         self.client = client
         self.root = root
         self.node_id = node_id
         self.path = layout.coordinator_node_path(root, node_id)
-        self._data = layout.encode_coordinator_node(host, port)
+        self.identity = identity
+        self.previous_session_wait_s = previous_session_wait_s
+        self._data = layout.encode_coordinator_node(host, port, identity)
         self._wake = gevent.event.Event()
         self._worker: gevent.Greenlet | None = None
         self._stopped = False
 
     def register(self) -> None:
-        """Register now, and again after every reconnect; ConfigError if another live session holds this node id."""
+        """Register now (waiting for a previous session of this node to expire), and again after every reconnect;
+        ConfigError if another live process holds this node id."""
         self._stopped = False
         self._register()
         self.client.add_listener(self._on_state)
@@ -116,22 +167,46 @@ class NodeRegistry:
 
     def _register(self) -> None:
         while True:
-            try:
-                self.client.create(self.path, self._data, ephemeral=True, makepath=True)
+            holder = create_ephemeral(self.client, self.path, self._data)
+            if holder is None:
                 log.info("registered coordinator node=%d path=%s", self.node_id, self.path)
                 return
-            except NodeExistsError:
-                pass
             try:
-                _, stat = self.client.get(self.path)
-            except NoNodeError:
-                continue
-            if stat.ephemeralOwner == session_id(self.client):
+                held_identity = layout.decode_coordinator_node_identity(self.path, holder.data)
+            except ZnodeDecodeError:
+                held_identity = None
+            verdict = judge_registration(held_identity, holder.owner, self.identity, session_id(self.client))
+            if verdict is RegistrationHolder.THIS_SESSION:
                 return
+            if verdict is RegistrationHolder.OTHER_PROCESS:
+                raise ConfigError(
+                    f"coordinator node id {self.node_id} is already registered at {self.path} by another live "
+                    f"process (registration {holder.data.decode('utf-8', 'replace')}); give every node its own id"
+                )
+            self._wait_for_previous_session(holder.owner)
+
+    def _wait_for_previous_session(self, owner: int) -> None:
+        """ZooKeeper deletes the registration when the dead process's session expires; ConfigError if it lasts."""
+        log.warning(
+            "waiting up to %.0f s for the registration of node %d by a previous session of this node to expire "
+            "path=%s session=0x%x",
+            self.previous_session_wait_s,
+            self.node_id,
+            self.path,
+            owner,
+        )
+        started = time.monotonic()
+        if not wait_for_owner_to_go(self.client, self.path, owner, self.previous_session_wait_s):
             raise ConfigError(
-                f"coordinator node id {self.node_id} is already registered at {self.path} by another live "
-                "session; give every node its own id"
+                f"coordinator node id {self.node_id} is still registered at {self.path} by session 0x{owner:x} "
+                f"of this node's log directory after {self.previous_session_wait_s:.0f} s; is the previous "
+                "process still running elsewhere, or was it configured with a longer zookeeper.session.timeout.ms?"
             )
+        log.info(
+            "the previous session's registration expired node=%d after %.1f s",
+            self.node_id,
+            time.monotonic() - started,
+        )
 
 
 def session_id(client: KazooClient) -> int | None:
