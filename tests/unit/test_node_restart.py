@@ -43,8 +43,8 @@ def test_registration_carries_the_identity_and_older_readers_still_read_it():
 
 
 def test_the_identity_is_kept_across_restarts_and_differs_between_directories(tmp_path):
-    first = NodeIdentity(tmp_path / "a", 1)
     (tmp_path / "a").mkdir()
+    first = NodeIdentity(tmp_path / "a", 1)
     value = first.acquire()
     first.release()
     again = NodeIdentity(tmp_path / "a", 1)
