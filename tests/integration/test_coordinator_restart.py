@@ -157,3 +157,22 @@ def test_a_second_process_with_the_node_id_is_refused_on_another_or_the_same_dir
             first.signal(signal.SIGCONT)
         for node in [first, *others]:
             node.close()
+
+
+def test_sigterm_while_waiting_for_the_old_session_stops_the_node_without_registering(zk, zk_connect, tmp_path):
+    log_dir = tmp_path / "offsets-log"
+    long_session = {**OVERRIDES, "zookeeper.session.timeout.ms": 20_000}  # the wait outlasts the test
+    nodes = [NodeProcess(1, zk_connect, log_dir, long_session, tmp_path)]
+    try:
+        nodes[-1].wait_serving()
+        nodes[-1].kill()
+        (tmp_path / "second").mkdir()
+        nodes.append(NodeProcess(1, zk_connect, log_dir, long_session, tmp_path / "second"))
+        eventually(lambda: "previous session of this node" in nodes[-1].log_tail(), STARTUP_SECONDS, "the wait")
+        nodes[-1].signal(signal.SIGTERM)
+        assert nodes[-1].process.wait(STARTUP_SECONDS) == 0
+        assert "registered coordinator node" not in nodes[-1].log_tail(20_000)
+        assert nodes[-1].port is None  # it never said it was serving
+    finally:
+        for node in nodes:
+            node.close()

@@ -4,6 +4,7 @@ Must not import another command family module; shared helpers come from ``zkcoor
 """
 
 import argparse
+import contextlib
 import signal
 
 from zkcoord.cli.common import (
@@ -37,19 +38,20 @@ def cmd_coordinator_start(args: argparse.Namespace) -> int:
     stop = gevent.event.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         gevent.signal_handler(signum, stop.set)
-    node.start()
-    metrics = (
-        serve_metrics(node.metrics.registry, args.host, args.metrics_port, readiness=node.readiness)
-        if args.metrics_port
-        else None
-    )
-    print(f"coordinator node {args.node_id} serving on {args.host}:{node.port}", flush=True)
-    try:
+    with contextlib.ExitStack() as running:
+        if args.metrics_port:  # probes answer from the start: alive, not ready while waiting for a predecessor
+            metrics = serve_metrics(node.metrics.registry, args.host, args.metrics_port, readiness=node.readiness)
+            running.callback(metrics.stop)
+        starting = gevent.spawn(node.start)
+        gevent.wait([starting, stop], count=1)
+        if not starting.ready():  # stopped while waiting, e.g. for a predecessor's registration to expire
+            starting.kill()
+            node.stop()
+            return EXIT_OK
+        starting.get()  # start's error, if it failed
+        running.callback(node.stop)
+        print(f"coordinator node {args.node_id} serving on {args.host}:{node.port}", flush=True)
         stop.wait()
-    finally:
-        if metrics is not None:
-            metrics.stop()
-        node.stop()
     return EXIT_OK
 
 
