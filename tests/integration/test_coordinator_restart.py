@@ -4,7 +4,8 @@
 The restarted node finds the registration its killed predecessor left (same log directory, so the same
 identity), waits for ZooKeeper to expire it, then serves every commit acknowledged before the kill. A second
 process with the same id is refused: on another log directory by its registration's identity, on the same one
-by the identity file's lock, which a paused (SIGSTOP) process still holds.
+by the identity file's lock, which a paused (SIGSTOP) process still holds. SIGTERM ends the wait; a leader
+znode its predecessor left without a registration is not taken over, but claimed once its session ends.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from wire_client import WireClient
 
 from zkcoord.testing.node_process import STARTUP_SECONDS, NodeProcess
 from zkcoord.zk import admin, layout
+from zkcoord.zk.client import started_client
 from zkcoord.zk.nodes import previous_session_wait_s
 
 NUM_PARTITIONS = 4
@@ -90,6 +92,11 @@ def _deadline() -> float:
 
 def registration_owner(zk) -> int | None:
     stat = zk.exists(layout.coordinator_node_path(layout.DEFAULT_ROOT, 1))
+    return None if stat is None else stat.ephemeralOwner
+
+
+def leader_owner(zk, partition: int) -> int | None:
+    stat = zk.exists(layout.partition_leader_path(layout.DEFAULT_ROOT, partition))
     return None if stat is None else stat.ephemeralOwner
 
 
@@ -175,4 +182,26 @@ def test_sigterm_while_waiting_for_the_old_session_stops_the_node_without_regist
         assert nodes[-1].port is None  # it never said it was serving
     finally:
         for node in nodes:
+            node.close()
+
+
+def test_a_leader_znode_left_without_its_registration_is_claimed_again_when_its_session_ends(zk, zk_connect, tmp_path):
+    """A node killed mid-way through a graceful stop: deregistered, but one leader znode still in its session."""
+    with started_client(zk_connect) as stopping:
+        stopping.create(
+            layout.partition_leader_path(layout.DEFAULT_ROOT, 0),
+            layout.encode_partition_leader(1, 5),
+            ephemeral=True,
+            makepath=True,
+        )
+        node = start_node(zk_connect, tmp_path / "offsets-log", tmp_path / "run")
+        try:
+            node.wait_serving()  # at once: no registration of node 1 is in the way
+            eventually(lambda: len(read_leaders(zk, NUM_PARTITIONS)) == NUM_PARTITIONS, STARTUP_SECONDS, "every leader")
+            assert leader_owner(zk, 0) == stopping.client_id[0]  # left alone, not taken over
+            stopping.stop()  # its session ends
+            eventually(
+                lambda: leader_owner(zk, 0) == registration_owner(zk), STARTUP_SECONDS, "node 1 to claim partition 0"
+            )
+        finally:
             node.close()
