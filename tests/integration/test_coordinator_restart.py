@@ -5,7 +5,8 @@ The restarted node finds the registration its killed predecessor left (same log 
 identity), waits for ZooKeeper to expire it, then serves every commit acknowledged before the kill. A second
 process with the same id is refused: on another log directory by its registration's identity, on the same one
 by the identity file's lock, which a paused (SIGSTOP) process still holds. SIGTERM ends the wait; a leader
-znode its predecessor left without a registration is not taken over, but claimed once its session ends.
+znode its predecessor left without a registration is not taken over, but claimed once its session ends; a
+registration of the same identity that outlives the wait is refused.
 """
 
 from __future__ import annotations
@@ -13,13 +14,16 @@ from __future__ import annotations
 import signal
 import time
 
+import pytest
 from cluster_support import GroupClient, commit_retriable, eventually, read_leaders
 from wire_client import WireClient
 
+from zkcoord.errors import ConfigError
 from zkcoord.testing.node_process import STARTUP_SECONDS, NodeProcess
 from zkcoord.zk import admin, layout
 from zkcoord.zk.client import started_client
-from zkcoord.zk.nodes import previous_session_wait_s
+from zkcoord.zk.nodes import NodeRegistry, previous_session_wait_s
+from zkcoord.zk.session import make_kazoo_client
 
 NUM_PARTITIONS = 4
 SESSION_TIMEOUT_MS = 3000
@@ -126,7 +130,7 @@ def test_a_node_restarted_at_once_after_sigkill_waits_for_its_old_session_and_ke
         nodes[-1].wait_serving(RESTART_SECONDS)
         assert registration_owner(zk) not in (None, old_session)
         log_text = nodes[-1].log_tail(20_000)
-        waited = f"{previous_session_wait_s(SESSION_TIMEOUT_MS):.0f}"
+        waited = f"{previous_session_wait_s(SESSION_TIMEOUT_MS):g}"
         assert f"waiting up to {waited} s for the registration of node 1 by a previous session of this node" in log_text
         wait_leading_all(zk, "after the restart")
         assert {group: fetch(client, group) for group in GROUPS} == acknowledged
@@ -205,3 +209,24 @@ def test_a_leader_znode_left_without_its_registration_is_claimed_again_when_its_
             )
         finally:
             node.close()
+
+
+def test_a_registration_of_this_identity_that_outlives_the_wait_is_refused(zk_connect):
+    """The identity file copied to a second running process's directory: its registration never expires."""
+    path = layout.coordinator_node_path(layout.DEFAULT_ROOT, 1)
+    clients = [make_kazoo_client(zk_connect, SESSION_TIMEOUT_MS) for _ in range(2)]
+    try:
+        for client in clients:
+            client.start(timeout=10)
+        holder, starting = clients
+        holder.create(path, layout.encode_coordinator_node("127.0.0.1", 1, "same"), ephemeral=True, makepath=True)
+        registry = NodeRegistry(
+            starting, layout.DEFAULT_ROOT, 1, "127.0.0.1", 2, identity="same", previous_session_wait_s=0.2
+        )
+        with pytest.raises(ConfigError, match="node id 1 is still registered .* after 0.2 s"):
+            registry.register()
+        assert holder.exists(path).ephemeralOwner == holder.client_id[0]
+    finally:
+        for client in clients:
+            client.stop()
+            client.close()

@@ -188,7 +188,7 @@ class NodeRegistry:
     def _wait_for_previous_session(self, owner: int) -> None:
         """ZooKeeper deletes the registration when the dead process's session expires; ConfigError if it lasts."""
         log.warning(
-            "waiting up to %.0f s for the registration of node %d by a previous session of this node to expire "
+            "waiting up to %g s for the registration of node %d by a previous session of this node to expire "
             "path=%s session=0x%x",
             self.previous_session_wait_s,
             self.node_id,
@@ -199,7 +199,7 @@ class NodeRegistry:
         if not wait_for_owner_to_go(self.client, self.path, owner, self.previous_session_wait_s):
             raise ConfigError(
                 f"coordinator node id {self.node_id} is still registered at {self.path} by session 0x{owner:x} "
-                f"of this node's log directory after {self.previous_session_wait_s:.0f} s; is the previous "
+                f"of this node's log directory after {self.previous_session_wait_s:g} s; is the previous "
                 "process still running elsewhere, or was it configured with a longer zookeeper.session.timeout.ms?"
             )
         log.info(
