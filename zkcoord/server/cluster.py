@@ -13,7 +13,6 @@ from kazoo.client import KazooClient
 
 from zkcoord.runtime.cluster import CachedCluster, ClusterSnapshot
 from zkcoord.wire.messages import MetadataResponseBroker
-from zkcoord.zk import layout
 from zkcoord.zk.cluster_watch import ClusterWatch
 from zkcoord.zk.election import PartitionElection
 from zkcoord.zk.nodes import NodeRegistry
@@ -30,10 +29,9 @@ class ZooKeeperCluster:
         self._watch: ClusterWatch | None = None
         self._answers = CachedCluster(ClusterSnapshot())
 
-    def watch(self, client: KazooClient, root: str, num_partitions: int, node_id: int, host: str, port: int) -> None:
-        """Start following ZooKeeper; this node registers as ``host:port`` under ``node_id``."""
-        registration = (node_id, layout.encode_coordinator_node(host, port))
-        self._watch = ClusterWatch(client, root, num_partitions, self._on_change, own_registration=registration)
+    def watch(self, client: KazooClient, root: str, num_partitions: int, own_registration: tuple[int, bytes]) -> None:
+        """Start following ZooKeeper; ``own_registration`` is this node's id and the data it registers with."""
+        self._watch = ClusterWatch(client, root, num_partitions, self._on_change, own_registration=own_registration)
         self._watch.start()
 
     def stop(self) -> None:

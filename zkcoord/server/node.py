@@ -145,7 +145,7 @@ class CoordinatorNode:
             claim_grace_ms=server.claim_grace_ms,
         )
         self.cluster.election.start()
-        self.cluster.watch(self.zk, server.root, self.election.num_partitions, self.node_id, self.advertised_host, port)
+        self.cluster.watch(self.zk, server.root, self.election.num_partitions, (self.node_id, self.registry.data))
         log.info("coordinator node started node=%d address=%s:%d", self.node_id, self.host, port)
 
     @property

@@ -110,7 +110,7 @@ class NodeRegistry:
         self.path = layout.coordinator_node_path(root, node_id)
         self.identity = identity
         self.previous_session_wait_s = previous_session_wait_s
-        self._data = layout.encode_coordinator_node(host, port, identity)
+        self.data = layout.encode_coordinator_node(host, port, identity)  # what the registration holds
         self._wake = gevent.event.Event()
         self._worker: gevent.Greenlet | None = None
         self._stopped = False
@@ -167,7 +167,7 @@ class NodeRegistry:
 
     def _register(self) -> None:
         while True:
-            holder = create_ephemeral(self.client, self.path, self._data)
+            holder = create_ephemeral(self.client, self.path, self.data)
             if holder is None:
                 log.info("registered coordinator node=%d path=%s", self.node_id, self.path)
                 return
