@@ -279,11 +279,15 @@ class CorruptLogError(LogError):
 
     error_code = ErrorCode.CORRUPT_MESSAGE
 
-    def __init__(self, problem):
+    def __init__(self, problem, hint: str | None = None):
         self.problem = problem
         super().__init__(
-            f"{problem}; the rest of this segment cannot be read "
-            "(set log.recovery.skip.corrupt.segments=true, or pass --skip-corrupt, to read on from the next segment)"
+            f"{problem}; "
+            + (
+                hint
+                or "the rest of this segment cannot be read (set log.recovery.skip.corrupt.segments=true, "
+                "or pass --skip-corrupt, to read on from the next segment)"
+            )
         )
 
 

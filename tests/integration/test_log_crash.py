@@ -372,7 +372,15 @@ def flip_tail(template: TailTemplate, scratch: Path, data) -> None:
         content[position] ^= data.draw(st.integers(1, 255), label=f"mask at {position}")
     (directory / name).write_bytes(bytes(content))
     first_damaged = max(number for number, start in enumerate(starts) if start <= min(positions))
-    check_cut_at(template, directory, first_damaged, detected=True, torn=None)
+    damaged = {max(number for number, start in enumerate(starts) if start <= position) for position in positions}
+    if set(range(first_damaged, len(starts))) <= damaged:
+        check_cut_at(template, directory, first_damaged, detected=True, torn=None)
+        return
+    # A valid entry follows the damage: not a torn tail, so nothing is cut and the open stops, saying where.
+    with pytest.raises(CorruptLogError, match=f"{name}: corrupt entry at byte {starts[first_damaged]} "):
+        PartitionLog.open(directory, TAIL_CONFIG)
+    assert (directory / name).read_bytes() == bytes(content)
+    shutil.rmtree(directory)
 
 
 TAIL_SETTINGS = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow], "database": None}
@@ -386,7 +394,7 @@ def test_random_truncation_of_the_newest_segment_is_cut(tail_template, scratch, 
 
 @settings(max_examples=40, **TAIL_SETTINGS)
 @given(data=st.data())
-def test_random_byte_flips_in_the_last_entries_are_cut(tail_template, scratch, data):
+def test_random_byte_flips_in_the_last_entries_are_cut_unless_valid_entries_follow(tail_template, scratch, data):
     flip_tail(tail_template, scratch, data)
 
 
@@ -400,7 +408,7 @@ def test_soak_random_truncation_of_the_newest_segment_is_cut(tail_template, scra
 @pytest.mark.soak
 @settings(max_examples=1000, **TAIL_SETTINGS)
 @given(data=st.data())
-def test_soak_random_byte_flips_in_the_last_entries_are_cut(tail_template, scratch, data):
+def test_soak_random_byte_flips_in_the_last_entries_are_cut_unless_valid_entries_follow(tail_template, scratch, data):
     flip_tail(tail_template, scratch, data)
 
 

@@ -359,3 +359,59 @@ def test_temporary_files_of_an_interrupted_index_write_are_removed_on_open(tmp_p
         path.write_bytes(b"partial")
     PartitionLog.open(tmp_path, SMALL).close()
     assert not any(path.exists() for path in leftovers)
+
+
+def _entry_starts(path) -> list[int]:
+    data = path.read_bytes()
+    starts, position = [], 0
+    while position < len(data):
+        starts.append(position)
+        position += 4 + struct.unpack_from(">I", data, position)[0]
+    return starts
+
+
+@pytest.mark.parametrize("where", [30, 1], ids=["body", "length"])
+def test_damage_with_valid_entries_after_it_stops_the_open_and_cuts_nothing(tmp_path, where):
+    with PartitionLog.open(tmp_path, SMALL) as partition:
+        fill(partition, 8)
+    segment = tmp_path / f"{0:020d}.log"
+    starts = _entry_starts(segment)
+    start = starts[3]
+    content = bytearray(segment.read_bytes())
+    content[start + where] ^= 0x40
+    segment.write_bytes(bytes(content))
+    with pytest.raises(CorruptLogError) as raised:
+        PartitionLog.open(tmp_path, SMALL)
+    message = str(raised.value)
+    assert f"{segment}: corrupt entry at byte {start} (offset 3)" in message
+    assert f"a valid entry follows at byte {starts[4]} (offset 4)" in message
+    assert "log.recovery.skip.corrupt.segments" in message
+    assert segment.read_bytes() == bytes(content)  # nothing was cut
+
+
+def test_skip_corrupt_cuts_a_damaged_active_segment_and_reports_what_followed(tmp_path):
+    with PartitionLog.open(tmp_path, SMALL) as partition:
+        written = fill(partition, 8)
+    segment = tmp_path / f"{0:020d}.log"
+    start = _entry_starts(segment)[3]
+    content = bytearray(segment.read_bytes())
+    content[start + 30] ^= 0x40
+    segment.write_bytes(bytes(content))
+    with PartitionLog.open(tmp_path, LogConfig(**{**SMALL.__dict__, "skip_corrupt_segments": True})) as partition:
+        assert replay(partition) == written[:3]
+        assert partition.recovery.bytes_cut == len(content) - start
+        assert [problem.position for problem in partition.skipped] == [start]
+        assert "a valid entry follows" in str(partition.recovery)
+
+
+def test_a_torn_tail_after_valid_entries_is_still_cut_when_only_garbage_follows(tmp_path):
+    with PartitionLog.open(tmp_path, SMALL) as partition:
+        written = fill(partition, 5)
+    segment = tmp_path / f"{0:020d}.log"
+    whole = segment.stat().st_size
+    torn = encode_records(5, 0, [(b"k", b"v" * 300)])
+    with open(segment, "ab") as file:
+        file.write(torn[:-3])  # its length says more than there is: torn
+    with PartitionLog.open(tmp_path, SMALL) as partition:
+        assert partition.recovery.truncated.torn and partition.recovery.truncated.position == whole
+        assert replay(partition) == written

@@ -1,9 +1,10 @@
 """One partition of the offsets log: a directory of segments, appended to under a durability policy.
 
 Opening recovers: an interrupted compaction is finished or discarded, the newest segment is verified
-entry by entry and a torn or corrupt tail is cut (and reported). Older segments were fsynced when
-they were rolled, so they are only checked as they are read; a corrupt one stops the read with
-:class:`CorruptLogError` unless ``log.recovery.skip.corrupt.segments`` is set.
+entry by entry and a torn or corrupt tail is cut (and reported); damage with a valid entry after it is
+not a tail and stops the open with :class:`CorruptLogError` (docs/offsets-log.md "Recovery on open").
+Older segments were fsynced when they were rolled, so they are only checked as they are read; a corrupt
+one stops the read with :class:`CorruptLogError` unless ``log.recovery.skip.corrupt.segments`` is set.
 
 Appends are acknowledged (``append`` returns, or :meth:`PartitionLog.submit` calls back) only when the
 flush policy is met:
@@ -25,6 +26,7 @@ newer epoch has claimed the directory, the write is refused and the log fails wi
 
 import bisect
 import contextlib
+import dataclasses
 import fcntl
 import logging
 import os
@@ -54,6 +56,7 @@ from zkcoord.log.format import HEADER_SIZE, Batch, LogFormatError, encode_entry,
 from zkcoord.log.segment import (
     ScanProblem,
     Segment,
+    find_valid_entry,
     fsync_directory,
     read_batches,
     segment_name,
@@ -63,6 +66,10 @@ log = logging.getLogger(__name__)
 
 LOCK_FILE = ".lock"
 _SHARED_HOLDER = b"coordinator nodes (fenced)"
+ACTIVE_SEGMENT_HINT = (
+    "nothing was changed; inspect it with `zkcoord log verify` and `zkcoord log dump`, restore the partition, or "
+    "set log.recovery.skip.corrupt.segments=true (--skip-corrupt) to cut the newest segment there, losing what follows"
+)
 
 
 AppendDone = Callable[[LogError | None, int], None]  # (error or None, base offset)
@@ -212,14 +219,45 @@ class PartitionLog:
                 segment.rebuild_index_from_headers()
                 segment.write_index_file()
         active = self._segments[-1]
-        valid, next_offset, problem = active.scan(self.config.max_message_bytes, self.config.load_buffer_bytes)
+        config = self.config
+        valid, next_offset, problem = active.scan(config.max_message_bytes, config.load_buffer_bytes)
         cut = active.size - valid
         if problem is not None:
+            problem = self._refuse_to_cut_valid_entries(active, problem)
             active.truncate(valid)
         active.next_offset = self._end_offset = next_offset
         self.recovery = RecoveryReport(self.directory, problem, cut, compaction)
         if problem is not None or compaction:
             log.warning("recovered %s", self.recovery)
+
+    def _refuse_to_cut_valid_entries(self, active: Segment, problem: ScanProblem) -> ScanProblem:
+        """Raise CorruptLogError if a valid entry follows the bad one: that is damage, not a torn tail.
+
+        Cutting there would drop entries that were written (and maybe acknowledged) after it and serve
+        rewound offsets. Only ``log.recovery.skip.corrupt.segments`` lets recovery cut them, reported.
+        """
+        config = self.config
+        found = find_valid_entry(
+            active.fd,
+            problem.position + 1,
+            active.size,
+            problem.offset,
+            config.max_message_bytes,
+            config.load_buffer_bytes,
+        )
+        if found is None:
+            return problem
+        damage = dataclasses.replace(
+            problem,
+            reason=f"{problem.reason}; a valid entry follows at byte {found[0]} (offset {found[1]}), "
+            "so this is damage, not a torn tail",
+            torn=False,
+        )
+        if not config.skip_corrupt_segments:
+            raise CorruptLogError(damage, hint=ACTIVE_SEGMENT_HINT)
+        log.error("cutting a damaged active segment and the valid entries after it: %s", damage)
+        self.skipped.append(damage)
+        return damage
 
     # -- offsets ------------------------------------------------------------------------------------
 

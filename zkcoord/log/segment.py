@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from zkcoord.log.format import HEADER_SIZE, Batch, LogFormatError, decode_entry, read_length
+from zkcoord.log.format import HEADER_SIZE, MAGIC, Batch, LogFormatError, decode_entry, read_length
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -101,6 +101,38 @@ def check_batches(
         yield position, batch
         position += batch.size
         next_offset = batch.next_offset
+
+
+_MAGIC_AND_ATTRIBUTES = bytes([MAGIC, 0])
+_MAGIC_POSITION = 8  # after length and crc
+
+
+def find_valid_entry(
+    fd: int, start: int, end: int, min_offset: int, max_entry_bytes: int, chunk_bytes: int
+) -> tuple[int, int] | None:
+    """``(position, base_offset)`` of the first entry in ``fd``'s ``[start, end)`` that verifies (length, checksum,
+    records) and whose base offset is at least ``min_offset``; None if there is none.
+
+    Every byte position is a candidate, so an entry is found behind damage of any kind, also in a length
+    field. Only positions whose magic and attribute bytes are right are decoded.
+    """
+    window = start
+    while window < end:
+        buffer = os.pread(fd, min(chunk_bytes + max_entry_bytes, end - window), window)
+        limit = min(chunk_bytes, len(buffer))
+        marker = buffer.find(_MAGIC_AND_ATTRIBUTES, _MAGIC_POSITION)
+        while 0 <= marker - _MAGIC_POSITION < limit:
+            candidate = marker - _MAGIC_POSITION
+            try:
+                batch = decode_entry(buffer, candidate, max_entry_bytes)
+            except LogFormatError:
+                pass
+            else:
+                if batch.base_offset >= min_offset:
+                    return window + candidate, batch.base_offset
+            marker = buffer.find(_MAGIC_AND_ATTRIBUTES, marker + 1)
+        window += chunk_bytes
+    return None
 
 
 class Segment:
