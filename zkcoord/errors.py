@@ -291,6 +291,16 @@ class CorruptLogError(LogError):
         )
 
 
+class CorruptRecordError(LogError):
+    """A record whose entry verifies but whose key or value does not decode; loading cannot go on."""
+
+    error_code = ErrorCode.CORRUPT_MESSAGE
+
+
+class UnreadableLogStateError(LogError, ValueError):
+    """A partition directory's own state file (``swap.json``, ``leader-epoch``) holds something else."""
+
+
 class LogStorageError(LogError):
     """A write or fsync failed; the log accepts no more appends until it is reopened."""
 

@@ -47,7 +47,7 @@ def test_verify_reports_a_torn_tail_with_file_and_byte_and_exits_1(capsys, log_d
         file.write(b"\x00\x00\x01")
     code, out, _ = run(capsys, "log", "verify", log_dir / "__consumer_offsets-1")
     assert code == 1
-    assert f"torn tail: {active}: torn entry at byte {size} (offset 1)" in out
+    assert f"torn tail: {active} at byte {size} (offset 1): 3 bytes where a 4-byte length was expected" in out
 
 
 def test_verify_reports_corruption_in_an_older_segment(capsys, log_dir):
@@ -65,6 +65,53 @@ def test_verify_reports_corruption_in_an_older_segment(capsys, log_dir):
         "offset": 0,
         "reason": "checksum mismatch",
     }
+
+
+def test_verify_reports_damage_before_valid_entries_in_the_active_segment(capsys, tmp_path):
+    directory = tmp_path / "__consumer_offsets-0"
+    with PartitionLog.open(directory, CONFIG) as partition:
+        for number in range(3):
+            partition.append([record(OffsetCommitKey("g", "t", 0), OffsetCommitValue(number, "", 1000))])
+    active = directory / f"{0:020d}.log"
+    data = bytearray(active.read_bytes())
+    second = len(data) // 3
+    data[second + HEADER_SIZE + 2] ^= 0x10
+    active.write_bytes(bytes(data))
+    code, out, _ = run(capsys, "log", "verify", directory)
+    assert code == 1
+    assert (
+        f"corrupt active segment: {active} at byte {second} (offset 1): checksum mismatch; "
+        f"a valid entry follows at byte {2 * second} (offset 2)"
+    ) in out
+
+
+def test_verify_reports_a_record_whose_key_does_not_decode_under_a_valid_checksum(capsys, tmp_path):
+    directory = tmp_path / "__consumer_offsets-0"
+    with PartitionLog.open(directory, CONFIG) as partition:
+        partition.append([record(OffsetCommitKey("g", "t", 0), OffsetCommitValue(1, "", 1000))])
+        partition.append([(b"\x93\x01\xc4\x01\xff", b"\x01")])  # [1, bin, ...]: not a key of the schema
+    code, out, _ = run(capsys, "log", "verify", "--json", directory)
+    assert code == 1
+    (problem,) = json.loads(out)["partitions"][0]["problems"]
+    assert (problem["kind"], problem["offset"], problem["file"]) == ("bad record", 1, str(directory / f"{0:020d}.log"))
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "kind"),
+    [
+        ("swap.json", b"\xff\xfe{not json", "bad swap plan"),
+        ("swap.json", b'{"replaces": "x"}', "bad swap plan"),
+        ("leader-epoch", b"\xffseven\n", "bad leader epoch"),
+        ("leader-epoch", b"-3\n", "bad leader epoch"),
+    ],
+)
+def test_verify_reports_unreadable_state_files_instead_of_failing(capsys, log_dir, name, content, kind):
+    (log_dir / "__consumer_offsets-1" / name).write_bytes(content)
+    code, out, _ = run(capsys, "log", "verify", log_dir)
+    assert code == 1
+    assert f"{kind}: {log_dir / '__consumer_offsets-1' / name}: " in out
+    assert out.splitlines()[2].endswith(kind)  # the partition's records were still checked
+    assert out.splitlines()[1].endswith("ok")
 
 
 def test_dump_prints_batches_and_decoded_records(capsys, log_dir):

@@ -4,6 +4,7 @@ import os
 
 import pytest
 
+from zkcoord.errors import CorruptRecordError
 from zkcoord.log import LogConfig, PartitionLog
 from zkcoord.log.loader import expire_offsets, load_partition
 from zkcoord.model import TopicPartition
@@ -12,7 +13,6 @@ from zkcoord.offsets.records import (
     GroupMetadataValue,
     OffsetCommitKey,
     OffsetCommitValue,
-    RecordError,
     encode_key,
     encode_record,
 )
@@ -44,7 +44,7 @@ def test_an_unknown_record_version_stops_the_load_naming_its_offset(tmp_path):
     with PartitionLog.open(tmp_path) as partition:
         partition.append([commit("g", 0, 1, 0)])
         partition.append([(encode_key(GroupMetadataKey("g"))[:1] + b"\\x07", b"x")])
-        with pytest.raises(RecordError, match="record at offset 1"):
+        with pytest.raises(CorruptRecordError, match=f"{tmp_path}: record at offset 1: .*zkcoord log verify"):
             load_partition(partition)
 
 

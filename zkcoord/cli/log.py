@@ -8,16 +8,33 @@ import json
 import sys
 from pathlib import Path
 
+from kazoo.exceptions import NoNodeError
 from tqdm import tqdm
 
-from zkcoord.cli.common import EXIT_OK, EXIT_PROBLEM, UsageError, emit_json, print_table
+from zkcoord.cli.common import (
+    EXIT_OK,
+    EXIT_PROBLEM,
+    UsageError,
+    emit_json,
+    print_table,
+    zookeeper,
+    zookeeper_option,
+)
 from zkcoord.clock import SystemClock
+from zkcoord.errors import UnreadableLogStateError
 from zkcoord.log import LogConfig
 from zkcoord.log.cleaner import clean
-from zkcoord.log.inspect import describe_records, scan_partition
+from zkcoord.log.fence import EPOCH_FILE, read_stored_epoch
+from zkcoord.log.inspect import BAD_RECORD, Problem, describe_records, scan_partition
 from zkcoord.log.loader import load_partition
 from zkcoord.log.partition import PartitionLog
 from zkcoord.log.segment import partition_directories
+from zkcoord.runtime.durable import OFFSETS_TOPIC
+from zkcoord.zk import layout
+from zkcoord.zk.election import raise_partition_epoch
+
+EPOCH_AHEAD = "leader epoch ahead of ZooKeeper"
+DEFAULT_ROOT = "/zkcoord"
 
 
 def _log_config(args: argparse.Namespace):
@@ -40,7 +57,10 @@ def _progress(total: int, description: str):
 
 def cmd_log_verify(args: argparse.Namespace) -> int:
     summaries = [scan_partition(directory) for directory in _partitions(args)]
-    problems = [(summary.directory, kind, problem) for summary in summaries for kind, problem in summary.problems]
+    problems = {summary.directory: summary.problems for summary in summaries}
+    if args.zookeeper:
+        for summary, problem in _epochs_ahead_of_zookeeper(args, summaries):
+            problems[summary.directory].append(problem)
     if args.json:
         emit_json(
             {
@@ -51,15 +71,16 @@ def cmd_log_verify(args: argparse.Namespace) -> int:
                         "records": summary.records,
                         "bytes": summary.bytes,
                         "pending_compaction": summary.pending_swap,
+                        "leader_epoch": summary.leader_epoch,
                         "problems": [
                             {
-                                "kind": kind,
+                                "kind": problem.kind,
                                 "file": str(problem.path),
                                 "position": problem.position,
                                 "offset": problem.offset,
                                 "reason": problem.reason,
                             }
-                            for kind, problem in summary.problems
+                            for problem in problems[summary.directory]
                         ],
                     }
                     for summary in summaries
@@ -74,7 +95,7 @@ def cmd_log_verify(args: argparse.Namespace) -> int:
                 summary.batches,
                 summary.records,
                 summary.bytes,
-                "ok" if not summary.problems else ", ".join(kind for kind, _ in summary.problems),
+                ", ".join(sorted({problem.kind for problem in problems[summary.directory]})) or "ok",
             )
             for summary in summaries
         ]
@@ -82,9 +103,79 @@ def cmd_log_verify(args: argparse.Namespace) -> int:
         for summary in summaries:
             if summary.pending_swap:
                 print(f"{summary.directory}: an interrupted compaction will be completed when the log is opened")
-        for _, kind, problem in problems:
-            print(f"{kind}: {problem}")
-    return EXIT_PROBLEM if problems else EXIT_OK
+        for found in problems.values():
+            for problem in found:
+                print(problem)
+    return EXIT_PROBLEM if any(problems.values()) else EXIT_OK
+
+
+def _offsets_partition(directory: Path) -> int | None:
+    """The offsets partition a ``__consumer_offsets-<p>`` directory holds, None for another name."""
+    topic, _, number = directory.name.rpartition("-")
+    return int(number) if topic == OFFSETS_TOPIC and number.isdigit() else None
+
+
+def _zookeeper_epochs(client, root: str, partitions: list[int]) -> dict[int, int]:
+    """The last leader epoch ZooKeeper handed out for each partition (0 when it never elected one)."""
+    epochs = {}
+    for partition in partitions:
+        path = layout.partition_epoch_path(root, partition)
+        try:
+            data, _ = client.get(path)
+        except NoNodeError:
+            epochs[partition] = 0
+            continue
+        epochs[partition] = layout.decode_partition_epoch(path, data)
+    return epochs
+
+
+def _epochs_ahead_of_zookeeper(args: argparse.Namespace, summaries) -> list[tuple[object, Problem]]:
+    """A directory whose ``leader-epoch`` is above ZooKeeper's counter refuses every leader ZooKeeper elects."""
+    stored = {
+        partition: summary
+        for summary in summaries
+        if summary.leader_epoch is not None and (partition := _offsets_partition(summary.directory)) is not None
+    }
+    with zookeeper(args) as client:
+        epochs = _zookeeper_epochs(client, args.root, sorted(stored))
+    return [
+        (
+            summary,
+            Problem(
+                EPOCH_AHEAD,
+                summary.directory / EPOCH_FILE,
+                f"epoch {summary.leader_epoch} is above ZooKeeper's {epochs[partition]} for partition {partition} "
+                f"under {args.root}: every leader ZooKeeper elects is refused; run `zkcoord log raise-epoch`",
+            ),
+        )
+        for partition, summary in stored.items()
+        if summary.leader_epoch > epochs[partition]
+    ]
+
+
+def cmd_log_raise_epoch(args: argparse.Namespace) -> int:
+    """Raise ZooKeeper's epoch counters to the epochs recorded on disk (after ZooKeeper lost or reset them)."""
+    stored = {}
+    for directory in _partitions(args):
+        partition = _offsets_partition(directory)
+        if partition is None:
+            continue
+        try:
+            epoch = read_stored_epoch(directory)
+        except UnreadableLogStateError as error:
+            print(f"skipped: {error}", file=sys.stderr)
+            continue
+        if epoch is not None:
+            stored[partition] = epoch
+    with zookeeper(args) as client:
+        for partition, epoch in sorted(stored.items()):
+            before = raise_partition_epoch(client, args.root, partition, epoch, dry_run=args.dry_run)
+            verb = "would raise" if args.dry_run else "raised"
+            if before < epoch:
+                print(f"partition {partition}: {verb} ZooKeeper's epoch from {before} to {epoch} (on disk)")
+            else:
+                print(f"partition {partition}: ZooKeeper's epoch {before} is not below the disk's {epoch}")
+    return EXIT_OK
 
 
 def cmd_log_dump(args: argparse.Namespace) -> int:
@@ -107,9 +198,9 @@ def cmd_log_dump(args: argparse.Namespace) -> int:
         if not args.json:
             print(f"Dumping {directory}")
         summary = scan_partition(directory, visit=visit)
-        found.extend(summary.problems)
-    for kind, problem in found:
-        print(f"{kind}: {problem}", file=sys.stderr)
+        found.extend(problem for problem in summary.problems if problem.kind != BAD_RECORD)  # shown inline
+    for problem in found:
+        print(problem, file=sys.stderr)
     return EXIT_PROBLEM if found else EXIT_OK
 
 
@@ -152,10 +243,29 @@ def register(commands) -> None:
     path_help = "a partition directory, or a log directory (every partition in it)"
     skip_corrupt_help = "read past a corrupt older segment (reported)"
 
-    verify = actions.add_parser("verify", help="check every entry's length and CRC (exit 1 on a problem)")
+    verify = actions.add_parser(
+        "verify",
+        help="check every entry's length and CRC, every record, swap.json and leader-epoch (exit 1 on a problem)",
+    )
     verify.add_argument("path", help=path_help)
     verify.add_argument("--json", action="store_true")
+    verify.add_argument(
+        "--zookeeper",
+        metavar="HOST:PORT[/chroot]",
+        help="also compare each leader-epoch file with the epoch ZooKeeper last handed out",
+    )
+    verify.add_argument("--root", default=DEFAULT_ROOT, help="zkcoord's ZooKeeper root")
     verify.set_defaults(func=cmd_log_verify)
+
+    raise_epoch = actions.add_parser(
+        "raise-epoch",
+        help="raise ZooKeeper's leader epochs to those recorded in the partition directories (after a ZooKeeper reset)",
+    )
+    raise_epoch.add_argument("path", help=path_help)
+    zookeeper_option(raise_epoch)
+    raise_epoch.add_argument("--root", default=DEFAULT_ROOT, help="zkcoord's ZooKeeper root")
+    raise_epoch.add_argument("--dry-run", action="store_true", help="only say what would be raised")
+    raise_epoch.set_defaults(func=cmd_log_raise_epoch)
 
     dump = actions.add_parser("dump", help="print batches and decoded records")
     dump.add_argument("path", help=path_help)

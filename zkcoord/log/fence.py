@@ -22,7 +22,7 @@ from pathlib import Path
 
 import gevent
 
-from zkcoord.errors import FencedLeaderError, LogError
+from zkcoord.errors import FencedLeaderError, UnreadableLogStateError
 
 LOCK_FILE = "leader.lock"
 EPOCH_FILE = "leader-epoch"
@@ -70,6 +70,21 @@ def _exclusive(path: Path) -> Iterator[None]:
             os.close(fd)
 
 
+def read_stored_epoch(directory: Path) -> int | None:
+    """The epoch recorded in ``directory``, None if none; UnreadableLogStateError if it is not an int ≥ 0."""
+    path = directory / EPOCH_FILE
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    text = data.decode(errors="replace").strip()
+    if not text.isdigit() or not text.isascii():
+        raise UnreadableLogStateError(
+            f'{path} holds {data[:40]!r}, not a leader epoch; see docs/offsets-log.md "Repairs"'
+        )
+    return int(text)
+
+
 class EpochFence:
     """The right of leader epoch ``epoch`` to write into ``directory``; see the module docstring."""
 
@@ -86,16 +101,7 @@ class EpochFence:
 
     def stored_epoch(self) -> int | None:
         """The epoch recorded in the directory (None if no leader has claimed it); read without the lock."""
-        try:
-            text = self._epoch_path.read_text()
-        except FileNotFoundError:
-            return None
-        try:
-            return int(text.strip())
-        except ValueError:
-            raise LogError(
-                f"{self._epoch_path} holds {text[:40]!r}, not a leader epoch; inspect it and remove it by hand"
-            ) from None
+        return read_stored_epoch(self.directory)
 
     def claim(self) -> None:
         """Record this epoch as the directory's leader; FencedLeaderError if a newer epoch already did."""

@@ -17,13 +17,14 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from zkcoord.errors import LogError
+from zkcoord.errors import CorruptRecordError, LogError
 from zkcoord.log.format import HEADER_SIZE, Batch
 from zkcoord.log.partition import PartitionLog
 from zkcoord.log.segment import ScanProblem
 from zkcoord.model import TopicPartition
 from zkcoord.offsets.records import (
     OffsetCommitKey,
+    RecordError,
     RecordKey,
     decode_key,
     decode_offset_commit,
@@ -119,7 +120,13 @@ def _decode_survivors(latest_value: dict[bytes, bytes | None], latest_offset: di
 def load_partition(partition: PartitionLog, progress: Callable[[int], None] | None = None) -> LoadResult:
     """Replay a whole partition; corrupt older segments are skipped only if the log's config says so."""
     skipped_before = len(partition.skipped)
-    result = load_batches(partition.read(), progress)
+    try:
+        result = load_batches(partition.read(), progress)
+    except RecordError as exc:
+        raise CorruptRecordError(
+            f"{partition.directory}: {exc}; the partition cannot be loaded: find the record with "
+            '`zkcoord log verify` (docs/offsets-log.md "Repairs")'
+        ) from None
     skipped = tuple(partition.skipped[skipped_before:])
     return LoadResult(result.store, result.batches, result.records, result.bytes, result.seconds, skipped)
 

@@ -16,6 +16,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from zkcoord.errors import UnreadableLogStateError
 from zkcoord.log.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -40,15 +41,19 @@ def cleaned_path(directory: Path, base_offset: int, suffix: str = LOG_SUFFIX) ->
 
 
 def read_plan(directory: Path) -> SwapPlan | None:
+    """The committed swap of ``directory``, None if there is none; UnreadableLogStateError if it does not parse."""
     try:
-        text = (directory / MANIFEST).read_text()
+        data = (directory / MANIFEST).read_bytes()
     except FileNotFoundError:
         return None
     try:
-        data = json.loads(text)
-        return SwapPlan(tuple(int(base) for base in data["replaces"]), tuple(int(base) for base in data["new"]))
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ValueError(f"{directory / MANIFEST} is not a swap plan ({exc}); inspect and remove it by hand") from None
+        plan = json.loads(data)
+        return SwapPlan(tuple(int(base) for base in plan["replaces"]), tuple(int(base) for base in plan["new"]))
+    except (ValueError, KeyError, TypeError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        raise UnreadableLogStateError(
+            f"{directory / MANIFEST} is not a swap plan ({type(exc).__name__}: {str(exc)[:200]}); the log will not "
+            'open until it is repaired: see docs/offsets-log.md "Repairs"'
+        ) from None
 
 
 def commit_plan(directory: Path, plan: SwapPlan) -> None:

@@ -77,6 +77,31 @@ def ensure_partition_count(client: KazooClient, root: str, num_partitions: int) 
     return stored
 
 
+def raise_partition_epoch(client: KazooClient, root: str, partition: int, epoch: int, dry_run: bool = False) -> int:
+    """Make the partition's epoch counter at least ``epoch`` (it only ever grows); returns its value before.
+
+    The repair for a partition directory whose ``leader-epoch`` is above ZooKeeper's counter (ZooKeeper's data
+    was lost or reset): the next leader is then elected with a higher epoch than the one on disk.
+    """
+    path = layout.partition_epoch_path(root, partition)
+    while True:
+        try:
+            data, stat = client.get(path)
+        except NoNodeError:
+            if dry_run:
+                return 0
+            with contextlib.suppress(NodeExistsError):
+                client.create(path, layout.encode_partition_epoch(epoch), makepath=True)
+                return 0
+            continue
+        current = layout.decode_partition_epoch(path, data)
+        if current >= epoch or dry_run:
+            return current
+        with contextlib.suppress(BadVersionError):
+            client.set(path, layout.encode_partition_epoch(epoch), version=stat.version)
+            return current
+
+
 def read_leaders(
     client: KazooClient, root: str, num_partitions: int, partitions: list[int] | None = None
 ) -> dict[int, tuple[int, int]]:
