@@ -43,7 +43,8 @@ def _log_config(args: argparse.Namespace):
 
 def _partitions(args: argparse.Namespace) -> list[Path]:
     try:
-        found = partition_directories(args.path)
+        # A leader-epoch file alone: a leader claimed the directory but could not recover it (verify says why).
+        found = partition_directories(args.path, markers=(EPOCH_FILE,))
     except FileNotFoundError as error:
         raise UsageError(str(error)) from None
     if not found:

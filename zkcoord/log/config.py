@@ -25,6 +25,9 @@ class LogConfig:
     delete_retention_ms: int = kafka_field(
         "log.cleaner.delete.retention.ms", 24 * 3600 * 1000, "how long the cleaner keeps tombstones"
     )
+    cleaner_enable: bool = kafka_field(
+        "log.cleaner.enable", True, "a coordinator node compacts the partitions it leads in the background"
+    )
     cleaner_io_bytes_per_second: int = kafka_field(
         "log.cleaner.io.max.bytes.per.second", 64 * 1024 * 1024, "read + write budget of the background cleaner"
     )

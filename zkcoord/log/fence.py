@@ -109,7 +109,9 @@ class EpochFence:
             stored = self.stored_epoch()
             if stored is not None and stored > self.epoch:
                 raise FencedLeaderError(
-                    f"{self.directory}: cannot claim it with leader epoch {self.epoch}: epoch {stored} already has"
+                    f"{self.directory}: cannot claim it with leader epoch {self.epoch}: epoch {stored} already has "
+                    "(if ZooKeeper's data was reset, its epoch is behind the one on disk: run `zkcoord log "
+                    'raise-epoch`, docs/offsets-log.md "Repairs")'
                 )
             if stored != self.epoch:
                 self._write_epoch()

@@ -275,14 +275,15 @@ class Segment:
             self.fd = -1
 
 
-def partition_directories(path: str | os.PathLike) -> list[Path]:
-    """``path`` itself if it holds segments, else each child directory that does (sorted)."""
+def partition_directories(path: str | os.PathLike, markers: tuple[str, ...] = ()) -> list[Path]:
+    """``path`` itself if it holds segments (or a file named in ``markers``), else each child directory that does
+    (sorted)."""
     root = Path(path)
     if not root.is_dir():
         raise FileNotFoundError(f"{root} is not a directory")
 
     def is_partition(directory: Path) -> bool:
-        return any(parse_segment_name(name) is not None for name in os.listdir(directory))
+        return any(parse_segment_name(name) is not None or name in markers for name in os.listdir(directory))
 
     if is_partition(root):
         return [root]

@@ -3,7 +3,8 @@
 Implements :class:`~zkcoord.runtime.logs.LogWriter` over one :class:`~zkcoord.log.partition.PartitionLog` per
 partition. An append is handed to the log without waiting (:meth:`PartitionLog.submit`): under the ``group``
 flush policy its flusher calls back every append of a round after the round's one fsync, so a thousand
-commits in flight cost no greenlet each. Opening a partition claims its directory for the leader epoch
+commits in flight cost no greenlet each. A :class:`~zkcoord.log.cleaner.BackgroundCleaner` compacts the open
+partitions once the node starts it. Opening a partition claims its directory for the leader epoch
 (a deposed leader's later writes are refused on disk) and replays it.
 
 IO: files and gevent (through the log). Must not import the group core or the server.
@@ -16,6 +17,7 @@ import time
 from pathlib import Path
 
 from zkcoord.errors import ErrorCode, LogError
+from zkcoord.log.cleaner import BackgroundCleaner
 from zkcoord.log.config import LogConfig
 from zkcoord.log.fence import EpochFence
 from zkcoord.log.loader import load_partition
@@ -42,6 +44,15 @@ class DurableLogs:
         self.config = config
         self.clock = clock
         self.open_logs: dict[int, PartitionLog] = {}
+        self.cleaner = BackgroundCleaner(clock, backoff_ms=config.cleaner_backoff_ms)
+
+    def start_cleaner(self) -> None:
+        """Compact the open partitions in the background (``log.cleaner.*``), unless ``log.cleaner.enable`` is off."""
+        if self.config.cleaner_enable:
+            self.cleaner.start()
+
+    def stop_cleaner(self) -> None:
+        self.cleaner.stop()
 
     def append(self, partition: int, records: Records, timestamp_ms: int, done: AppendDone) -> None:
         partition_log = self.open_logs.get(partition)
@@ -70,6 +81,7 @@ class DurableLogs:
             partition_log.close()
             raise
         self.open_logs[partition] = partition_log
+        self.cleaner.add(partition_log)
         log.info(
             "replayed partition=%d epoch=%s records=%d bytes=%d in %.0f ms",
             partition,
@@ -84,6 +96,7 @@ class DurableLogs:
         partition_log = self.open_logs.pop(partition, None)
         if partition_log is None:
             return
+        self.cleaner.remove(partition_log)
         try:
             partition_log.flush()
         except LogError as exc:

@@ -36,6 +36,12 @@ class ServerConfig:
     root: str = kafka_field("zkcoord.root", "/zkcoord", "zkcoord's ZooKeeper root")
     claim_grace_ms: int = kafka_field("coordinator.claim.grace.ms", 1000, "wait before a non-preferred node claims")
     shutdown_timeout_ms: int = kafka_field("controlled.shutdown.timeout.ms", 10_000, "graceful shutdown bound")
+    load_retry_backoff_ms: int = kafka_field(
+        "coordinator.load.retry.backoff.ms", 5000, "wait before loading a partition again after a failed load"
+    )
+    load_max_attempts: int = kafka_field(
+        "coordinator.load.max.attempts", 3, "failed loads of a partition before the node resigns it"
+    )
 
     def __post_init__(self) -> None:
         for name in ("max.connections.per.ip", "connections.max.idle.ms", "request.read.timeout.ms"):

@@ -43,8 +43,6 @@ from zkcoord.zk.session import make_kazoo_client
 
 log = logging.getLogger(__name__)
 
-LOAD_RETRY_S = 5.0
-
 
 class CoordinatorNode:
     """A running coordinator node; :meth:`start`, then :meth:`stop` (resign, flush, close)."""
@@ -146,6 +144,7 @@ class CoordinatorNode:
         )
         self.cluster.election.start()
         self.cluster.watch(self.zk, server.root, self.election.num_partitions, (self.node_id, self.registry.data))
+        self.logs.start_cleaner()
         log.info("coordinator node started node=%d address=%s:%d", self.node_id, self.host, port)
 
     @property
@@ -175,6 +174,7 @@ class CoordinatorNode:
             self.registry.stop()
         if self.election is not None:
             self.election.stop()
+        self.logs.stop_cleaner()
         for partition in sorted(self.coordinator.owned | self.coordinator.loading):
             self._unload(partition)
         self.runtime.enter(lambda now: self.coordinator.shutdown())
@@ -238,28 +238,57 @@ class CoordinatorNode:
         self.runtime.begin_loading(partition)
         self._load(partition, epoch)
 
-    def _load(self, partition: int, epoch: int) -> None:
+    def _load(self, partition: int, epoch: int, attempt: int = 1) -> None:
         if self._stopping or self.epochs.get(partition) != epoch or partition not in self.coordinator.loading:
             return  # resigned, or elected again, since this load was scheduled
         started = time.monotonic()
+        server = self.config.server
         try:
             groups = self.runtime.load(partition, epoch)
         except FencedLeaderError as exc:
-            # A newer leader already claimed the directory; ZooKeeper will tell this node it lost the partition.
-            log.warning("not loading partition=%d epoch=%d: %s", partition, epoch, exc)
-            self._enter(self.runtime.unload, partition)
+            # Another epoch has claimed the directory: a newer leader (ZooKeeper will say so), or one ZooKeeper
+            # forgot after losing its data; either way this epoch can never write here.
+            log.warning("not loading partition=%d epoch=%d, resigning it: %s", partition, epoch, exc)
+            self._give_up(partition, epoch)
             return
-        except LogError as exc:
-            # Serving without the log's groups would lose acknowledged state; keep answering 14 (retriable)
-            # and try again, so an operator can fix the disk (or set log.recovery.skip.corrupt.segments).
-            log.error("cannot load partition=%d epoch=%d, retrying in %ss: %s", partition, epoch, LOAD_RETRY_S, exc)
-            gevent.spawn_later(LOAD_RETRY_S, self._load, partition, epoch)
+        except Exception as exc:  # whatever stops a load must not leave the partition stuck
+            # Serving without the log's groups would lose acknowledged state: answer 14 (retriable) and try
+            # again, so an operator can fix the disk; then let another node try (its disk, or a repaired one).
+            if attempt < server.load_max_attempts:
+                log.error(
+                    "cannot load partition=%d epoch=%d attempt=%d of %d, retrying in %.1fs: %s",
+                    partition,
+                    epoch,
+                    attempt,
+                    server.load_max_attempts,
+                    server.load_retry_backoff_ms / 1000,
+                    exc,
+                    exc_info=not isinstance(exc, LogError),  # a bug's traceback, not a bad disk's
+                )
+                gevent.spawn_later(server.load_retry_backoff_ms / 1000, self._load, partition, epoch, attempt + 1)
+            else:
+                log.error(
+                    "cannot load partition=%d epoch=%d after %d attempts, resigning it so another node can try: %s",
+                    partition,
+                    epoch,
+                    attempt,
+                    exc,
+                    exc_info=not isinstance(exc, LogError),
+                )
+                self._give_up(partition, epoch)
             return
         finally:
             self._aim_timers()
         elapsed_ms = (time.monotonic() - started) * 1000
         self.metrics.on_partition_loaded(elapsed_ms)
         log.info("loaded partition=%d epoch=%d groups=%d in %.0f ms", partition, epoch, groups, elapsed_ms)
+
+    def _give_up(self, partition: int, epoch: int) -> None:
+        """Resign a partition this node cannot load; until the election resigns it, its groups still answer 14."""
+        server = self.config.server
+        hold_off_s = server.load_retry_backoff_ms * server.load_max_attempts / 1000
+        if self.election is not None:
+            self.election.give_up(partition, epoch, hold_off_s)
 
     def _on_resigned(self, partition: int, epoch: int | None) -> None:
         if epoch is not None and epoch < self.epochs.get(partition, -1):

@@ -183,6 +183,8 @@ class PartitionElection:
         self._grace_claims: dict[int, _GraceClaim] = {}
         self._wake_at: float | None = None
         self._stopped = True
+        self._give_ups: list[tuple[int, int, float]] = []  # (partition, epoch, hold-off s) for the worker
+        self._held_off: dict[int, float] = {}  # partition → monotonic time before which this node does not claim it
 
     # -- public -------------------------------------------------------------------------------------
 
@@ -212,6 +214,15 @@ class PartitionElection:
         self._worker = None
         self._stopped = True
         self.client.remove_listener(self._on_state)
+
+    def give_up(self, partition: int, epoch: int, hold_off_s: float) -> None:
+        """Stop leading ``partition`` at ``epoch`` (it cannot be served here): resign it, delete its leader znode so
+        that another node may claim it, and claim it again no sooner than ``hold_off_s`` from then.
+
+        Safe from any greenlet of the client's hub, also from a callback; the worker does it on its next step.
+        """
+        self._give_ups.append((partition, epoch, hold_off_s))
+        self._events.put(_WAKE)
 
     def owned(self) -> dict[int, int]:
         """``{partition: epoch}`` this node leads, as far as it knows."""
@@ -270,7 +281,28 @@ class PartitionElection:
             self._leaderless_since.clear()
             self._grace_claims.clear()
             self._wait(self.client.ensure_path_async(layout.coordinator_nodes_path(self.root)))
+        self._apply_give_ups()
         self._reconcile()
+
+    def _apply_give_ups(self) -> None:
+        while self._give_ups:
+            partition, epoch, hold_off_s = self._give_ups[0]
+            if self._owned.get(partition) == epoch:
+                self._held_off[partition] = time.monotonic() + hold_off_s
+                self._resign(partition)
+                path = layout.partition_leader_path(self.root, partition)
+                stat = self._wait(self.client.exists_async(path))
+                if stat is not None and stat.ephemeralOwner == self._session:
+                    with contextlib.suppress(NoNodeError, BadVersionError):  # the znode's watch wakes us
+                        self._wait(self.client.delete_async(path, stat.version))
+                log.warning(
+                    "gave up partition=%d epoch=%d node=%d; not claiming it again for %.0fs",
+                    partition,
+                    epoch,
+                    self.node_id,
+                    hold_off_s,
+                )
+            self._give_ups.pop(0)  # only once done: a step interrupted by ZooKeeper does it again
 
     def _reconcile(self) -> None:
         live = self._read_live_nodes()
@@ -285,6 +317,11 @@ class PartitionElection:
             if leader is None:
                 if partition in self._owned:
                     self._resign(partition)  # our leader znode is gone
+                held_until = self._held_off.get(partition)
+                if held_until is not None and now < held_until:
+                    wake_at = held_until if wake_at is None else min(wake_at, held_until)
+                    continue
+                self._held_off.pop(partition, None)
                 if preferred == self.node_id:
                     self._claim(partition, None)
                     continue
