@@ -45,6 +45,7 @@ from zkcoord.wire.messages import (
 from zkcoord.wire.requests import check_request
 from zkcoord.zk import admin, layout
 
+COORDINATOR_NOT_AVAILABLE = 15
 INCONSISTENT_GROUP_PROTOCOL = 23
 MEMBER_ID_REQUIRED = 79
 INVALID_REQUEST = 42
@@ -391,20 +392,21 @@ def test_join_group_is_refused_with_23_in_zk_only_until_dual_write(node, zk):
 # ---- foreign data, metrics -----------------------------------------------------------------------------------
 
 
-def test_foreign_data_in_the_migration_znode_is_an_unmanaged_group_and_the_watch_goes_on(node, zk):
+def test_foreign_data_in_the_migration_znode_fails_closed_and_holds_commits_for_zookeeper(node, zk):
+    """The phase cannot be told: "unmanaged" would drop commits a mirroring phase owes ZooKeeper."""
     path = layout.migration_path(ROOT, "g")
     zk.create(path, b"\x00 not a migration state", makepath=True)
     set_zk_offset(zk, "g", "t", 0, b"100")
-    assert join(node.client)["error_code"] == MEMBER_ID_REQUIRED
-    assert node.commit("g", {("t", 1): 5}) == {("t", 1): 0}
-    assert node.fetched("g", [("t", 0), ("t", 1)]) == {("t", 0): (-1, ""), ("t", 1): (5, "m5")}  # the log alone
-    node.mirror_settled()
+    assert join(node.client)["error_code"] == COORDINATOR_NOT_AVAILABLE  # retriable
+    assert node.fetch("g", [("t", 0)])["error_code"] == COORDINATOR_NOT_AVAILABLE
+    assert node.commit("g", {("t", 1): 5}) == {("t", 1): 0}  # in the log; mirroring waits for a readable phase
+    eventually(lambda: node.metrics()["migration_mirror_failures_total"] >= 1, WAIT_S, "the held commit to be retried")
+    assert node.metrics()["migration_mirror_lag_partitions"] == 1
     assert zk_offset(zk, "g", "t", 1) is None
 
-    zk.set(path, encode_state(MigrationState(Phase.ZK_ONLY, 1)))
-    eventually(
-        lambda: join(node.client)["error_code"] == INCONSISTENT_GROUP_PROTOCOL, WAIT_S, "ZK_ONLY seen by the watch"
-    )
+    zk.set(path, encode_state(MigrationState(Phase.DUAL_WRITE, 1)))
+    eventually(lambda: zk_offset(zk, "g", "t", 1) == 5, WAIT_S, "the held commit mirrored once the state reads")
+    assert node.fetched("g", [("t", 0), ("t", 1)]) == {("t", 0): (100, ""), ("t", 1): (5, "m5")}
     assert node.process.poll() is None
 
 

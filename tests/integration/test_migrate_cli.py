@@ -136,6 +136,13 @@ def test_foreign_data_in_the_state_znode_is_an_error_that_changes_nothing(node, 
     assert zk.get(layout.migration_path(layout.DEFAULT_ROOT, "g"))[0] == b"{not json"
 
 
+def test_verify_reports_foreign_data_in_the_state_znode(node, zk, zk_connect, capsys):
+    """A node holds back the mirror of such a group (fails closed); verify must say why, not pass it."""
+    zk.create(layout.migration_path(layout.DEFAULT_ROOT, "g"), b"\x00garbage", makepath=True)
+    code, _, err = run(capsys, zk_connect, "verify", "--group", "g")
+    assert code == 1 and "not a migration state" in err
+
+
 def test_status_works_before_any_coordinator_node_exists(zk, zk_connect, capsys):
     """A pure ZooKeeper deployment can look before it starts migrating: members of the coordinator unknown."""
     write_offsets(zk, "g", {("t", 0): 5})

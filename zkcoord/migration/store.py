@@ -48,10 +48,14 @@ def write_state(client: KazooClient, root: str, group: str, state: MigrationStat
 
 
 def watch_state(
-    client: KazooClient, root: str, group: str, on_change: Callable[[MigrationState | None], None]
+    client: KazooClient,
+    root: str,
+    group: str,
+    on_change: Callable[[MigrationState | None], None],
+    on_unreadable: Callable[[MigrationStateError], None] | None = None,
 ) -> Callable[[], None]:
-    """Call ``on_change`` with the group's state now and on every change (None: no state, or foreign data,
-    which is logged and treated as no state). Returns a function that ends the watch."""
+    """Call ``on_change`` with the group's state now and on every change (None: no state). Foreign data goes to
+    ``on_unreadable``; without it, it is logged and treated as no state. Returns a function that ends the watch."""
     path = layout.migration_path(root, group)
     stopped = []
 
@@ -63,6 +67,9 @@ def watch_state(
             try:
                 state = decode_state(path, data)
             except MigrationStateError as error:
+                if on_unreadable is not None:
+                    on_unreadable(error)
+                    return True
                 log.warning("ignoring foreign migration state group=%s: %s", group, error)
         on_change(state)
         return True

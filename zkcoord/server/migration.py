@@ -26,7 +26,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
 
 from zkcoord.errors import ZkcoordError
-from zkcoord.migration.phases import MAX, RULES, MigrationState, Phase
+from zkcoord.migration.phases import MAX, RULES, MigrationState, MigrationStateError, Phase
 from zkcoord.migration.store import watch_state
 from zkcoord.wire.messages import (
     OffsetCommitRequest,
@@ -194,10 +194,19 @@ class GroupMigrations:
                 shown = "unmanaged" if state is None else f"{state.phase.name} epoch={state.epoch}"
                 log.info("migration state changed group=%s phase=%s", group, shown)
             entry.state = state
+            entry.failed = None
+            entry.ready.set()
+
+        def on_unreadable(error: MigrationStateError) -> None:
+            # Fail closed: "unmanaged" would drop the group's commits from the mirror. Requests that need the
+            # phase get a retriable error and queued commits wait (retried) until the state reads again.
+            log.error("unreadable migration state group=%s: %s", group, error)
+            entry.state = None
+            entry.failed = str(error)
             entry.ready.set()
 
         try:
-            entry.stop = watch_state(self.zk, self.root, group, on_change)
+            entry.stop = watch_state(self.zk, self.root, group, on_change, on_unreadable)
         except Exception as error:  # a kazoo error other than a lost connection (those are retried)
             log.warning("cannot watch the migration state group=%s: %s", group, error)
             entry.failed = f"{type(error).__name__}: {error}"
