@@ -11,10 +11,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from zkcoord.clock import ManualClock
-from zkcoord.errors import ConfigError, CorruptLogError, LogInUseError, LogStorageError, RecordTooLargeError
+from zkcoord.errors import (
+    ConfigError,
+    CorruptLogError,
+    LogInUseError,
+    LogStorageError,
+    RecordTooLargeError,
+    UnreadableLogStateError,
+)
 from zkcoord.log import LogConfig, PartitionLog
 from zkcoord.log.format import HEADER_SIZE, LogFormatError, decode_entry, encode_entry, encode_records
-from zkcoord.log.segment import check_batches, partition_directories
+from zkcoord.log.segment import check_batches, find_valid_entry, partition_directories
 
 SMALL = LogConfig(segment_bytes=4096, max_message_bytes=2048, index_interval_bytes=256)
 
@@ -415,3 +422,32 @@ def test_a_torn_tail_after_valid_entries_is_still_cut_when_only_garbage_follows(
     with PartitionLog.open(tmp_path, SMALL) as partition:
         assert partition.recovery.truncated.torn and partition.recovery.truncated.position == whole
         assert replay(partition) == written
+
+
+@pytest.mark.parametrize("content", [b"\xff\xfe{", b"[]", b'{"replaces": [1], "new": ["x"]}'])
+def test_a_garbage_swap_plan_stops_the_open_with_a_log_error_naming_it(tmp_path, content):
+    with PartitionLog.open(tmp_path, SMALL) as partition:
+        fill(partition, 3)
+    (tmp_path / "swap.json").write_bytes(content)
+    with pytest.raises(UnreadableLogStateError, match=f"{tmp_path / 'swap.json'} is not a swap plan"):
+        PartitionLog.open(tmp_path, SMALL)
+    assert (tmp_path / "swap.json").read_bytes() == content
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_the_next_valid_entry_is_found_behind_any_damage(tmp_path_factory, data):
+    entries = [encode_records(offset, 0, [(b"k%d" % offset, b"v" * (offset * 7 % 50))]) for offset in range(6)]
+    damaged = data.draw(st.integers(0, 4), label="damaged entry")
+    start = sum(map(len, entries[:damaged]))
+    content = bytearray(b"".join(entries))
+    for position in data.draw(st.lists(st.integers(0, len(entries[damaged]) - 1), min_size=1, max_size=3)):
+        content[start + position] ^= data.draw(st.integers(1, 255))
+    path = tmp_path_factory.mktemp("find") / "segment"
+    path.write_bytes(bytes(content))
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        found = find_valid_entry(fd, start + 1, len(content), damaged, 4096, data.draw(st.sampled_from([16, 4096])))
+    finally:
+        os.close(fd)
+    assert found == (start + len(entries[damaged]), damaged + 1)
