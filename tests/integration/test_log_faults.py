@@ -14,6 +14,7 @@ from zkcoord.testing.node_process import NodeProcess
 from zkcoord.testing.zookeeper import wait_until
 from zkcoord.zk import admin
 
+GIVEN_UP = "handed over node=1 partition=0: given up"
 OVERRIDES = {
     "offsets.topic.num.partitions": 1,
     "zookeeper.session.timeout.ms": 2000,
@@ -74,7 +75,7 @@ def test_a_leader_epoch_ahead_of_zookeeper_is_reported_and_repaired_with_raise_e
         node = started[1]
         wait_until(lambda: logged(node, "epoch 1000000 already has"), 30, what="the fence refuses the load")
         assert logged(node, "zkcoord log raise-epoch")
-        wait_until(lambda: logged(node, "gave up partition=0"), 30, what="the node resigns the partition")
+        wait_until(lambda: logged(node, GIVEN_UP), 30, what="the node resigns the partition")
 
         assert cli.main(["log", "verify", str(log_dir), "--zookeeper", zk_connect, "--root", ROOT]) == 1
         out = capsys.readouterr().out
@@ -94,7 +95,7 @@ def test_an_unreadable_leader_epoch_file_is_resigned_not_served(zk, zk_connect, 
     (directory / EPOCH_FILE).write_bytes(b"\x00garbage")
     with nodes(zk_connect, log_dir, tmp_path, [1]) as started:
         node = started[1]
-        wait_until(lambda: logged(node, "gave up partition=0"), 30, what="the node resigns the partition")
+        wait_until(lambda: logged(node, GIVEN_UP), 30, what="the node resigns the partition")
         assert logged(node, "not a leader epoch")
         (directory / EPOCH_FILE).unlink()
         wait_until(lambda: logged(node, "loaded partition=0"), 30, what="the load once repaired")

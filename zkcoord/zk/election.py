@@ -285,24 +285,18 @@ class PartitionElection:
         self._reconcile()
 
     def _apply_give_ups(self) -> None:
-        while self._give_ups:
-            partition, epoch, hold_off_s = self._give_ups[0]
+        """Hold off the partitions given up at the epoch still led; :meth:`_reconcile` resigns and hands them over."""
+        give_ups, self._give_ups = self._give_ups, []
+        for partition, epoch, hold_off_s in give_ups:
             if self._owned.get(partition) == epoch:
                 self._held_off[partition] = time.monotonic() + hold_off_s
-                self._resign(partition)
-                path = layout.partition_leader_path(self.root, partition)
-                stat = self._wait(self.client.exists_async(path))
-                if stat is not None and stat.ephemeralOwner == self._session:
-                    with contextlib.suppress(NoNodeError, BadVersionError):  # the znode's watch wakes us
-                        self._wait(self.client.delete_async(path, stat.version))
                 log.warning(
-                    "gave up partition=%d epoch=%d node=%d; not claiming it again for %.0fs",
+                    "giving up partition=%d epoch=%d node=%d; not claiming it again for %.0fs",
                     partition,
                     epoch,
                     self.node_id,
                     hold_off_s,
                 )
-            self._give_ups.pop(0)  # only once done: a step interrupted by ZooKeeper does it again
 
     def _reconcile(self) -> None:
         live = self._read_live_nodes()
@@ -338,6 +332,9 @@ class PartitionElection:
                     self._resign(partition)
                 if not isinstance(leader, _Unreadable) and leader.node_id == preferred:
                     self._grace_claims.pop(partition, None)  # its preferred node took it: no misses to remember
+                continue
+            if self._held_off.get(partition, 0.0) > now:
+                self._hand_over(partition, leader, "given up")  # again after an interrupted step: idempotent
                 continue
             grace_claim = self._grace_claims.get(partition)
             if preferred is None or preferred == self.node_id:
@@ -450,12 +447,12 @@ class PartitionElection:
         log.info("elected again after a suspension node=%d partition=%d epoch=%d", self.node_id, partition, epoch)
         self._call(self.on_elected, partition, epoch)
 
-    def _hand_over(self, partition: int, leader: _Leader) -> None:
+    def _hand_over(self, partition: int, leader: _Leader, why: str = "its preferred node is live") -> None:
         if partition in self._owned:
             self._resign(partition)
         with contextlib.suppress(NoNodeError, BadVersionError):  # the znode's watch wakes us
             self._wait(self.client.delete_async(layout.partition_leader_path(self.root, partition), leader.version))
-        log.info("handed over to the preferred leader node=%d partition=%d", self.node_id, partition)
+        log.info("handed over node=%d partition=%d: %s", self.node_id, partition, why)
 
     def _resign(self, partition: int) -> None:
         epoch = self._owned.pop(partition)
