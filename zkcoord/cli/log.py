@@ -1,4 +1,5 @@
-"""``zkcoord log verify|dump|compact|load``: the offsets log's partition directories, read and compacted offline.
+"""``zkcoord log verify|dump|compact|load|raise-epoch``: the offsets log's partition directories, read and compacted
+offline, and ZooKeeper's leader epochs raised to theirs after a ZooKeeper reset.
 
 Must not import another command family module; shared helpers come from ``zkcoord.cli.common``.
 """
@@ -25,7 +26,7 @@ from zkcoord.errors import UnreadableLogStateError
 from zkcoord.log import LogConfig
 from zkcoord.log.cleaner import clean
 from zkcoord.log.fence import EPOCH_FILE, read_stored_epoch
-from zkcoord.log.inspect import BAD_RECORD, Problem, describe_records, scan_partition
+from zkcoord.log.inspect import BAD_RECORD, PartitionSummary, Problem, describe_records, scan_partition
 from zkcoord.log.loader import load_partition
 from zkcoord.log.partition import PartitionLog
 from zkcoord.log.segment import partition_directories
@@ -34,7 +35,6 @@ from zkcoord.zk import layout
 from zkcoord.zk.election import raise_partition_epoch
 
 EPOCH_AHEAD = "leader epoch ahead of ZooKeeper"
-DEFAULT_ROOT = "/zkcoord"
 
 
 def _log_config(args: argparse.Namespace):
@@ -130,7 +130,9 @@ def _zookeeper_epochs(client, root: str, partitions: list[int]) -> dict[int, int
     return epochs
 
 
-def _epochs_ahead_of_zookeeper(args: argparse.Namespace, summaries) -> list[tuple[object, Problem]]:
+def _epochs_ahead_of_zookeeper(
+    args: argparse.Namespace, summaries: list[PartitionSummary]
+) -> list[tuple[PartitionSummary, Problem]]:
     """A directory whose ``leader-epoch`` is above ZooKeeper's counter refuses every leader ZooKeeper elects."""
     stored = {
         partition: summary
@@ -255,7 +257,7 @@ def register(commands) -> None:
         metavar="HOST:PORT[/chroot]",
         help="also compare each leader-epoch file with the epoch ZooKeeper last handed out",
     )
-    verify.add_argument("--root", default=DEFAULT_ROOT, help="zkcoord's ZooKeeper root")
+    verify.add_argument("--root", default=layout.DEFAULT_ROOT, help="zkcoord's ZooKeeper root")
     verify.set_defaults(func=cmd_log_verify)
 
     raise_epoch = actions.add_parser(
@@ -264,7 +266,7 @@ def register(commands) -> None:
     )
     raise_epoch.add_argument("path", help=path_help)
     zookeeper_option(raise_epoch)
-    raise_epoch.add_argument("--root", default=DEFAULT_ROOT, help="zkcoord's ZooKeeper root")
+    raise_epoch.add_argument("--root", default=layout.DEFAULT_ROOT, help="zkcoord's ZooKeeper root")
     raise_epoch.add_argument("--dry-run", action="store_true", help="only say what would be raised")
     raise_epoch.set_defaults(func=cmd_log_raise_epoch)
 
