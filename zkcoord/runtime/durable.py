@@ -71,6 +71,7 @@ class DurableLogs:
 
     def open(self, partition: int, epoch: int | None) -> OffsetStore:
         """Claim ``partition``'s directory for ``epoch`` and replay it; FencedLeaderError if a newer epoch has."""
+        self.close(partition)  # left open by a load the core failed after the log replayed: it is loaded anew
         started = time.monotonic()
         directory = partition_directory(self.log_dir, partition)
         fence = None if epoch is None else EpochFence(directory, epoch)
