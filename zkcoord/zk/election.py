@@ -228,14 +228,6 @@ class PartitionElection:
         """``{partition: epoch}`` this node leads, as far as it knows."""
         return dict(self._owned)
 
-    def leaders(self) -> dict[int, tuple[int, int]]:
-        """``{partition: (node_id, epoch)}`` as ZooKeeper has it now (one read per partition)."""
-        return read_leaders(self.client, self.root, self.num_partitions)
-
-    def leader(self, partition: int) -> tuple[int, int] | None:
-        """``(node_id, epoch)`` of one partition's leader as ZooKeeper has it now (one read)."""
-        return read_leaders(self.client, self.root, self.num_partitions, [partition]).get(partition)
-
     # -- kazoo callbacks: enqueue only --------------------------------------------------------------
 
     def _on_state(self, state: str) -> None:

@@ -138,10 +138,6 @@ class NodeRegistry:
             except (NoNodeError, BadVersionError, *DISCONNECTED):
                 pass
 
-    def nodes(self) -> dict[int, tuple[str, int]]:
-        """``{node_id: (host, port)}`` of every live coordinator node."""
-        return read_nodes(self.client, self.root)
-
     def _on_state(self, state: str) -> None:
         if state == KazooState.CONNECTED:
             self._wake.set()
