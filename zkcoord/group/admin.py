@@ -69,7 +69,7 @@ def _describe(core: GroupCoordinator, group_id: str | None) -> DescribedGroup:
 
 
 def handle_list_groups(core: GroupCoordinator, request_id: int, request: ListGroupsRequest, now_ms: int) -> None:
-    if not core.active:
+    if not core.active or core.suspended:
         return core.effects.reply(request_id, ListGroupsResponse(error_code=E.COORDINATOR_NOT_AVAILABLE))
     states = set(request.states_filter or ())
     groups = tuple(

@@ -115,6 +115,7 @@ class GroupCoordinator:
         self.groups: dict[str, Group] = {}
         self.owned: set[int] = set()
         self.loading: set[int] = set()
+        self.suspended: set[int] = set()  # led, but maybe no longer: answer 15 until ZooKeeper confirms or deposes
         self.active = True
         self.topics: dict[str, int] | None = None  # None: every topic is taken to exist
         self.new_member_id = new_member_id
@@ -157,6 +158,8 @@ class GroupCoordinator:
     def group_status(self, group_id: str) -> ErrorCode | None:
         """§0.4 validateGroupStatus after the id check: 15, then 14 (loading comes before ownership), then 16.
 
+        A suspended partition answers 15 too: its state may be stale, so nothing is acknowledged from it.
+
         Every group request passes here, so an id longer than zkcoord's bound is refused here (24) before any
         group is created under it; a group stored before the bound existed can still be described, deleted or
         left to expire.
@@ -164,6 +167,8 @@ class GroupCoordinator:
         if not self.active:
             return E.COORDINATOR_NOT_AVAILABLE
         partition = self.partition_for(group_id)
+        if partition in self.suspended:
+            return E.COORDINATOR_NOT_AVAILABLE
         if partition in self.loading:
             return E.COORDINATOR_LOAD_IN_PROGRESS
         if partition not in self.owned:
@@ -255,8 +260,18 @@ class GroupCoordinator:
             self.owned.add(partition)
         return loaded
 
+    def suspend(self, partitions: set[int]) -> None:
+        """This node may have lost ``partitions`` (a pause, a lost connection): answer 15 for them until
+        :meth:`resume` or :meth:`unload_partition`. No timer fires while any partition is suspended."""
+        self.suspended |= partitions & (self.owned | self.loading)
+
+    def resume(self, partition: int) -> None:
+        """ZooKeeper confirmed that this node still leads ``partition`` at the epoch it loaded."""
+        self.suspended.discard(partition)
+
     def unload_partition(self, partition: int) -> int:
         """§9.7: every group of ``partition`` goes Dead; parked requests get NOT_COORDINATOR. Returns #groups."""
+        self.suspended.discard(partition)
         self.owned.discard(partition)
         self.loading.discard(partition)
         unloaded = [group for group in self.groups.values() if group.partition == partition]

@@ -94,7 +94,12 @@ class CoordinatorRuntime:
         self._drain()
 
     def fire_due(self, now_ms: int) -> int:
-        """Fire every timer whose deadline ``now_ms`` has passed, earliest first; returns how many fired."""
+        """Fire every timer whose deadline ``now_ms`` has passed, earliest first; returns how many fired.
+
+        None fires while the core has a suspended partition: a stale view must not expire members or offsets.
+        """
+        if self.core.suspended:
+            return 0
         fired = 0
         while (key := self.timers.pop_due(now_ms)) is not None:
             self.core.on_timer(now_ms, key)
