@@ -328,6 +328,25 @@ def test_a_dropped_connection_resigns_everything_then_leads_again_with_new_epoch
     assert_epochs_increase(events)
 
 
+def test_confirm_answers_only_the_partitions_whose_leader_znode_is_still_this_sessions(cluster, zk, events):
+    node = cluster(1, partitions=2)
+    eventually(lambda: node.owned() == {0: 1, 1: 1}, what="node 1 to lead both partitions")
+    confirmed = []
+    node.election.on_confirmed = confirmed.append
+    node.election.confirm()
+    eventually(lambda: confirmed == [{0: 1, 1: 1}], what="a confirmation of both partitions")
+
+    # Another session leads partition 0 now (as after this node's session expired unnoticed).
+    taken = zk.transaction()
+    taken.delete(layout.partition_leader_path(ROOT, 0))
+    taken.create(layout.partition_leader_path(ROOT, 0), layout.encode_partition_leader(2, 9), ephemeral=True)
+    taken.commit()
+    node.election.confirm()
+    eventually(lambda: len(confirmed) == 2, what="a second confirmation")
+    assert confirmed[1] == {1: 1}
+    assert events.of("resigned", 1) == [(0, 1)]
+
+
 def test_stop_hands_every_partition_over_and_a_restarted_election_gets_them_back(cluster, zk, events):
     one, two = cluster(1, partitions=6), cluster(2, partitions=6)
     eventually(lambda: converged(zk, [one, two], 6), what="the preferred spread")

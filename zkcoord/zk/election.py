@@ -55,6 +55,7 @@ _LOSS_STATES = (KazooState.SUSPENDED, KazooState.LOST)
 
 OnElected = Callable[[int, int], None]
 OnResigned = Callable[[int, "int | None"], None]
+OnConfirmed = Callable[[dict[int, int]], None]
 
 
 def ensure_partition_count(client: KazooClient, root: str, num_partitions: int) -> int:
@@ -153,6 +154,7 @@ class PartitionElection:
     ``on_elected(p, epoch)`` and ``on_resigned(p, epoch_or_None)`` are called from the worker greenlet, one
     at a time, in order. ``on_resigned`` gets the epoch it resigns when handing over or stopping, and None
     when the session is lost (SUSPENDED or LOST), which resigns every partition before anything else.
+    ``on_confirmed(led)`` answers :meth:`confirm` with ``{partition: epoch}`` still led after a fresh read.
     """
 
     def __init__(
@@ -164,6 +166,7 @@ class PartitionElection:
         on_elected: OnElected,
         on_resigned: OnResigned,
         claim_grace_ms: int = DEFAULT_CLAIM_GRACE_MS,
+        on_confirmed: OnConfirmed | None = None,
     ):
         if num_partitions < 1:
             raise ConfigError(f"offsets.topic.num.partitions must be ≥ 1, not {num_partitions}")
@@ -173,6 +176,9 @@ class PartitionElection:
         self.num_partitions = num_partitions
         self.on_elected = on_elected
         self.on_resigned = on_resigned
+        self.on_confirmed = on_confirmed
+        self._confirms_asked = 0  # how many times confirm() was called; a step answers those asked before it began
+        self._confirms_answered = 0
         self.claim_grace_s = claim_grace_ms / 1000.0
         self._owned: dict[int, int] = {}
         self._events: gevent.queue.Queue = gevent.queue.Queue()
@@ -224,6 +230,13 @@ class PartitionElection:
         self._give_ups.append((partition, epoch, hold_off_s))
         self._events.put(_WAKE)
 
+    def confirm(self) -> None:
+        """Ask for ``on_confirmed``: once connected, after a step that read every leader znode afresh (resigning
+        those no longer this session's), with the partitions still led. Safe from any greenlet of the client's hub.
+        """
+        self._confirms_asked += 1
+        self._events.put(_WAKE)
+
     def owned(self) -> dict[int, int]:
         """``{partition: epoch}`` this node leads, as far as it knows."""
         return dict(self._owned)
@@ -266,6 +279,7 @@ class PartitionElection:
             self._resign_all()
         if self.client.state != KazooState.CONNECTED:
             return  # CONNECTED wakes us
+        confirms = self._confirms_asked  # asked later: its wake-up runs another step, with reads after it
         session = session_id(self.client)
         if session != self._session:
             self._resign_all()
@@ -275,6 +289,9 @@ class PartitionElection:
             self._wait(self.client.ensure_path_async(layout.coordinator_nodes_path(self.root)))
         self._apply_give_ups()
         self._reconcile()
+        if confirms > self._confirms_answered and self.on_confirmed is not None:
+            self._confirms_answered = confirms
+            self.on_confirmed(self.owned())
 
     def _apply_give_ups(self) -> None:
         """Hold off the partitions given up at the epoch still led; :meth:`_reconcile` resigns and hands them over."""
