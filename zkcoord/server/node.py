@@ -94,6 +94,9 @@ class CoordinatorNode:
         self.zk: KazooClient | None = None
         self._timer_wakeup = Event()
         self._timer_target: int | None = None  # the deadline the timer greenlet sleeps towards
+        # A hub that did not run for this long (SIGSTOP, a VM freeze) may have outlived its ZooKeeper session.
+        self._pause_limit_ms = config.server.zookeeper_session_timeout_ms / 3
+        self._last_tick_ms = self.clock.monotonic_ms()
         self._topic_events: Queue = Queue()
         self._topic_counts: dict[str, int] = {}
         self._greenlets: list[gevent.Greenlet] = []
@@ -115,6 +118,7 @@ class CoordinatorNode:
         identity = self.identity.acquire()  # first: a second process with this id and directory stops here
         self.zk = make_kazoo_client(self.zookeeper, server.zookeeper_session_timeout_ms)
         self.zk.start(timeout=server.zookeeper_connection_timeout_ms / 1000)
+        self.zk.add_listener(self._on_zookeeper_state)
         self.migrations.start(self.zk)
         ensure_partition_count(self.zk, server.root, self.config.coordinator.offsets_topic_num_partitions)
         self.server.start()
@@ -141,6 +145,7 @@ class CoordinatorNode:
             on_elected=self._on_elected,
             on_resigned=self._on_resigned,
             claim_grace_ms=server.claim_grace_ms,
+            on_confirmed=self._on_confirmed,
         )
         self.cluster.election.start()
         self.cluster.watch(self.zk, server.root, self.election.num_partitions, (self.node_id, self.registry.data))
@@ -162,6 +167,7 @@ class CoordinatorNode:
             "cluster_view_current": self.cluster.current,
             "partitions_led": sorted(self.coordinator.owned),
             "partitions_loading": sorted(self.coordinator.loading),
+            "partitions_suspended": sorted(self.coordinator.suspended),
         }
 
     def stop(self) -> None:
@@ -194,6 +200,7 @@ class CoordinatorNode:
     def dispatch(self, request: Request, respond) -> None:
         """Answer one well-formed request (the wire server calls this in each connection's order)."""
         self.metrics.on_request(API_NAMES[type(request)])
+        self._check_pause()  # before answering from state that a pause may have made stale
         self.runtime.submit(request, respond)
         self._aim_timers()
 
@@ -217,16 +224,54 @@ class CoordinatorNode:
     # -- timers --------------------------------------------------------------------------------------------
 
     def _run_timers(self) -> None:
+        """Fire due timers; also the pause watchdog, so it wakes at least four times per pause limit."""
+        tick_s = self._pause_limit_ms / 4 / 1000
         while True:
+            self._check_pause()
             deadline = self._timer_target = self.runtime.next_deadline()
             # Kafka fires a timer once the clock is past its deadline; +1 ms matches "now > deadline".
-            wait = None if deadline is None else max(0.0, (deadline + 1 - self.clock.now_ms()) / 1000)
+            wait = tick_s if deadline is None else min(tick_s, (deadline + 1 - self.clock.now_ms()) / 1000)
+            if self.coordinator.suspended:
+                wait = tick_s  # the runtime fires nothing now; confirmation wakes this greenlet
             self._timer_wakeup.clear()
-            if wait is None or wait > 0:
+            if wait > 0:
                 self._timer_wakeup.wait(timeout=wait)
                 continue
             self._enter(self.runtime.fire_due, self.clock.now_ms())
             gevent.sleep(0)
+
+    # -- after a pause or a disconnect (docs/coordinator.md) ----------------------------------------------------
+
+    def _check_pause(self) -> None:
+        now = self.clock.monotonic_ms()
+        paused_ms = now - self._last_tick_ms
+        self._last_tick_ms = now
+        if paused_ms > self._pause_limit_ms:
+            self._suspect(f"the node did not run for {paused_ms:.0f} ms")
+
+    def _on_zookeeper_state(self, state: str) -> None:
+        if state != KazooState.CONNECTED:
+            self._suspect(f"the ZooKeeper session is {state}")
+
+    def _suspect(self, why: str) -> None:
+        """Answer 15 for every partition led until the election confirms this node still leads it."""
+        led = self.coordinator.owned | self.coordinator.loading
+        if not led:
+            return
+        log.warning("suspending partitions=%s until ZooKeeper confirms them: %s", sorted(led), why)
+        self.coordinator.suspend(led)
+        if self.election is not None:
+            self.election.confirm()
+
+    def _on_confirmed(self, led: dict[int, int]) -> None:
+        """The election's fresh read after :meth:`_suspect`: serve what is still led at its epoch, drop the rest."""
+        for partition in sorted(self.coordinator.suspended):
+            if led.get(partition) == self.epochs.get(partition):
+                self.coordinator.resume(partition)
+                log.info("partition=%d confirmed at epoch=%d, serving again", partition, led[partition])
+            else:
+                self._unload(partition)
+        self._timer_wakeup.set()
 
     # -- partitions ------------------------------------------------------------------------------------------
 
