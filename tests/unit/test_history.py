@@ -117,7 +117,7 @@ def test_a_killed_instance_owns_nothing_from_its_kill_though_it_never_said_so():
     assert ("double-owner", T0) in kinds(check_history([e for e in events if e["type"] != "compare.member"]))
 
 
-def test_a_paused_instance_keeps_what_it_owned():
+def test_a_paused_instance_owns_again_from_its_resumption_until_it_gives_up():
     events = [
         assigned("a#1", 1000, ["t", 0]),
         member("a#1", 1500, "paused"),
@@ -126,7 +126,19 @@ def test_a_paused_instance_keeps_what_it_owned():
         assigned("a#1", 9500),
     ]
     (violation,) = check_history(events).violations
-    assert violation.kind == "double-owner" and "2500 ms" in violation.detail
+    assert violation.kind == "double-owner" and "500 ms" in violation.detail and violation.time_ms == 9000
+
+
+def test_a_paused_instance_that_gives_up_as_it_resumes_never_owned_twice():
+    """The runner stamps ``resumed`` after SIGCONT: the member's release may be stamped first."""
+    events = [
+        assigned("a#1", 1000, ["t", 0]),
+        member("a#1", 1500, "paused"),
+        assigned("b#1", 7000, ["t", 0]),
+        assigned("a#1", 8999),
+        member("a#1", 9000, "resumed"),
+    ]
+    assert check_history(events).violations == []
 
 
 def test_a_reader_starting_below_an_acknowledged_commit_lost_it():

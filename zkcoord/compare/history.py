@@ -6,7 +6,7 @@ imports nothing but the model and the table printer. docs/faults.md states every
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from zkcoord.model import TopicPartition
 from zkcoord.tables import format_table
@@ -52,11 +52,12 @@ def check_history(events: Iterable[dict], handover_slack_ms: int = HANDOVER_SLAC
     ownerships = ownership_intervals(ordered)
     processed = _processed_by_ownership(ordered, ownerships, handover_slack_ms)
     report = HistoryReport()
-    _check_exclusive_ownership(ownerships, handover_slack_ms, report)
+    live = live_ownerships(ordered, ownerships)
+    _check_exclusive_ownership(live, handover_slack_ms, report)
     _check_acknowledged_commits(ordered, processed, handover_slack_ms, report)
     _check_regressions(processed, report)
     _check_coverage(ordered, report)
-    _measure_recovery(ordered, ownerships, report)
+    _measure_recovery(ordered, live, report)
     report.violations.sort(key=lambda v: v.time_ms)
     return report
 
@@ -88,6 +89,29 @@ def ownership_intervals(ordered: Sequence[dict]) -> list[Ownership]:
     for instance, owned in held.items():
         end(instance, owned.keys(), NEVER)
     return found
+
+
+def live_ownerships(ordered: Sequence[dict], ownerships: list[Ownership]) -> list[Ownership]:
+    """The parts of ``ownerships`` outside their instance's pauses (``paused`` to ``resumed``): a stopped process
+    can neither process nor commit, so its stale belief harms no one until it resumes."""
+    pauses: dict[str, list[tuple[int, float]]] = {}
+    for event in ordered:
+        if event["type"] == "compare.member" and event["event"] == "paused":
+            pauses.setdefault(event["instance"], []).append((event["time_ms"], NEVER))
+        elif event["type"] == "compare.member" and event["event"] == "resumed" and pauses.get(event["instance"]):
+            paused_ms, _ = pauses[event["instance"]][-1]
+            pauses[event["instance"]][-1] = (paused_ms, event["time_ms"])
+    live = []
+    for ownership in ownerships:
+        start_ms = ownership.start_ms
+        for paused_ms, resumed_ms in pauses.get(ownership.instance, []):
+            if paused_ms < ownership.end_ms and resumed_ms > start_ms:
+                if paused_ms > start_ms:
+                    live.append(replace(ownership, start_ms=start_ms, end_ms=paused_ms))
+                start_ms = resumed_ms
+        if start_ms < ownership.end_ms:
+            live.append(replace(ownership, start_ms=start_ms))
+    return live
 
 
 def _check_exclusive_ownership(ownerships: list[Ownership], slack_ms: int, report: HistoryReport) -> None:
@@ -195,7 +219,8 @@ def _coverage(ranges: list[tuple[int, int]], end_offset: int) -> list[tuple[int,
 
 
 def _measure_recovery(ordered: Sequence[dict], ownerships: list[Ownership], report: HistoryReport) -> None:
-    """Per fault kind: from its last ``healed`` until every partition was processed by its one live owner."""
+    """Per fault kind: from its last ``healed`` until every partition was processed by its one live owner
+    (``live`` holds no killed, closed or paused instance's ownership)."""
     healed: dict[str, int] = {}
     for event in ordered:
         if event["type"] == "compare.fault":
