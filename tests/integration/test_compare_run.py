@@ -14,6 +14,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from zkcoord.compare.history import check_history
 from zkcoord.compare.runner import CompareOptions, compare_run
 from zkcoord.compare.scenarios import Workload
 
@@ -76,6 +77,13 @@ def test_the_run_writes_tagged_traces_and_a_manifest(compared):
             e["member"] for e in found if e["type"] == "compare.member" and e["event"] == "started"
         )
         assert starts == {f"m{n:02d}": 2 for n in range(MEMBERS)}  # every member bounced once
+
+
+def test_the_history_checker_finds_no_violation_in_either_group(compared):
+    for variant in ("legacy", "static"):
+        report = check_history(events(compared, variant))
+        assert report.violations == [], report.violations
+        assert report.acknowledged_commits > 0 and report.lost == 0
 
 
 def test_static_members_bounce_without_a_rebalance_where_the_legacy_group_rebalances_each_time(report):
