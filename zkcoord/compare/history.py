@@ -185,10 +185,11 @@ def _check_coverage(ordered: Sequence[dict], report: HistoryReport) -> None:
     ranges: dict[TopicPartition, list[tuple[int, int]]] = {}
     ends: dict[TopicPartition, tuple[int, int]] = {}
     for event in ordered:
-        tp = TopicPartition(event.get("topic"), event.get("partition"))
         if event["type"] == "compare.processed":
+            tp = TopicPartition(event["topic"], event["partition"])
             ranges.setdefault(tp, []).append((event["first_offset"], event["last_offset"] + 1))
         elif event["type"] == "compare.produced":
+            tp = TopicPartition(event["topic"], event["partition"])
             ends[tp] = (max(event["end_offset"], ends.get(tp, (0, 0))[0]), event["time_ms"])
     for tp in sorted(ranges.keys() | ends.keys()):
         end_offset, produced_ms = ends.get(tp, (0, 0))
