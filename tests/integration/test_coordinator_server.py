@@ -229,6 +229,7 @@ def test_metrics_and_probe_endpoints(zk, zk_connect, tmp_path):
         )
         assert 'num_groups{state="Stable"} 1.0' in body
         assert "partition_load_time_max" in body and "offset_commit_rate" in body
+        assert "connections_rejected_total 0.0" in body and "connections_expired_total 0.0" in body
         health = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/healthz", timeout=5)
         assert health.status == 200
         ready = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/readyz", timeout=5).read())

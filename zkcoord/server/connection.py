@@ -31,6 +31,10 @@ from zkcoord.wire.messages import ErrorResponse, Message, Request, Response
 
 log = logging.getLogger(__name__)
 
+# At most one "connection refused" warning per interval (the next says how many went unlogged): refusals come in
+# floods exactly when the log matters most.
+REFUSAL_LOG_INTERVAL_S = 10.0
+
 Respond = Callable[[Response], None]
 Dispatch = Callable[[Request, Respond], None]
 
@@ -274,6 +278,8 @@ class WireServer:
         self.connections_open = 0
         self._connections_by_ip: Counter[str] = Counter()
         self.connections_rejected_total = 0
+        self._refusals_unlogged = 0  # refusals since the last one logged: a flood of them is one line per interval
+        self._next_refusal_log = 0.0
         self.connections_expired_total = 0
         self.requests_total = 0
         self.frame_errors_total = 0
@@ -321,19 +327,29 @@ class WireServer:
             return "max_connections_per_ip"
         return None
 
+    def _log_refusal(self, peer: tuple, refusal: str) -> None:
+        now = time.monotonic()
+        if now < self._next_refusal_log:
+            self._refusals_unlogged += 1
+            return
+        log.warning(
+            "connection refused peer=%s:%s reason=%s connections_open=%d from_ip=%d refused_unlogged=%d",
+            peer[0],
+            peer[1],
+            refusal,
+            self.connections_open,
+            self._connections_by_ip[peer[0]],
+            self._refusals_unlogged,
+        )
+        self._refusals_unlogged = 0
+        self._next_refusal_log = now + REFUSAL_LOG_INTERVAL_S
+
     def _serve_socket(self, sock: socket.socket, peer: tuple) -> None:
         ip = peer[0]
         refusal = self._refusal(ip)
         if refusal is not None:
             self.connections_rejected_total += 1
-            log.warning(
-                "connection refused peer=%s:%s reason=%s connections_open=%d from_ip=%d",
-                ip,
-                peer[1],
-                refusal,
-                self.connections_open,
-                self._connections_by_ip[ip],
-            )
+            self._log_refusal(peer, refusal)
             sock.close()
             return
         connection = _Connection(self, sock, peer)

@@ -115,6 +115,16 @@ class NodeMetrics:
             "owned_partitions", "Offsets partitions this node coordinates", value=len(snapshot["owned_partitions"])
         )
         yield GaugeMetricFamily("connections_open", "Open client connections", value=self._node.server.connections_open)
+        yield CounterMetricFamily(
+            "connections_rejected",
+            "Connections refused at accept (max.connections, max.connections.per.ip)",
+            value=self._node.server.connections_rejected_total,
+        )
+        yield CounterMetricFamily(
+            "connections_expired",
+            "Connections closed idle (connections.max.idle.ms) or mid-request (request.read.timeout.ms)",
+            value=self._node.server.connections_expired_total,
+        )
         mirror = snapshot["migration_mirror"]
         yield GaugeMetricFamily(
             "migration_mirror_lag_partitions",
