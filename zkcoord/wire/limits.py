@@ -20,7 +20,7 @@ from zkcoord.wire import messages as m
 
 # Kafka's Topic.validate: at most 249 characters of [a-zA-Z0-9._-], and neither "." nor "..".
 MAX_TOPIC_NAME_LENGTH = 249
-_LEGAL_TOPIC_NAME = re.compile(rf"[a-zA-Z0-9._\-]{{1,{MAX_TOPIC_NAME_LENGTH}}}")
+_LEGAL_CHARS = re.compile(r"[a-zA-Z0-9._\-]+")
 # 0.8.2's Config.validateChars bound for group and client ids.
 MAX_GROUP_ID_LENGTH = 255
 MAX_CLIENT_ID_LENGTH = 1024  # also bounds group_instance_id
@@ -28,9 +28,14 @@ MAX_CLIENT_ID_LENGTH = 1024  # also bounds group_instance_id
 MAX_MEMBER_ID_LENGTH = 2048
 
 
+def legal_name(name: str, max_length: int) -> bool:
+    """Kafka's ``validateChars``: 1 to ``max_length`` characters of ``[a-zA-Z0-9._-]``, neither "." nor ".."."""
+    return 0 < len(name) <= max_length and bool(_LEGAL_CHARS.fullmatch(name)) and name not in (".", "..")
+
+
 def legal_topic_name(name: str) -> bool:
     """Whether Kafka would accept ``name`` as a topic name."""
-    return bool(_LEGAL_TOPIC_NAME.fullmatch(name)) and name not in (".", "..")
+    return legal_name(name, MAX_TOPIC_NAME_LENGTH)
 
 
 def group_id_too_long(group_id: str) -> bool:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from zkcoord.assign.java import immutable_map_order
 from zkcoord.errors import ZkcoordError
+from zkcoord.wire.limits import MAX_GROUP_ID_LENGTH, legal_name
 
 BROKER_IDS_PATH = "/brokers/ids"
 BROKER_TOPICS_PATH = "/brokers/topics"
@@ -25,7 +26,6 @@ PATTERN_BLACKLIST = "black_list"
 INTERNAL_TOPICS = frozenset({"__consumer_offsets"})
 
 # Kafka's Config.validateChars: topic, group and client ids (0.8.2 Topic.legalChars, max 255).
-_LEGAL_NAME = re.compile(r"[a-zA-Z0-9._\-]{1,255}")
 _INT32 = (-(2**31), 2**31 - 1)
 _INT64 = (-(2**63), 2**63 - 1)
 
@@ -46,8 +46,8 @@ class ZnodeDecodeError(ZkcoordError):
 
 
 def is_legal_name(name: str) -> bool:
-    """True for a topic, group or client id that Kafka's ``validateChars`` accepts."""
-    return bool(_LEGAL_NAME.fullmatch(name)) and name not in (".", "..")
+    """True for a topic, group or client id that 0.8.2's ``validateChars`` accepts (at most 255 characters)."""
+    return legal_name(name, MAX_GROUP_ID_LENGTH)
 
 
 # ---- paths ---------------------------------------------------------------------------------------
