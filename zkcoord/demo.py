@@ -22,6 +22,7 @@ from pathlib import Path
 from kazoo.client import KazooClient
 
 from zkcoord import peers
+from zkcoord.assign.legacy import consumer_of_thread
 from zkcoord.compare.production import KafkaProduction
 from zkcoord.compare.runner import CompareOptions, compare_run
 from zkcoord.compare.scenarios import Workload
@@ -96,11 +97,6 @@ def compare(out: Path, members: int, partitions: int, variants: tuple[str, ...],
     return all(result["status"] != "failed" for result in results)
 
 
-def _consumer_of(thread_id: str) -> str:
-    """A 0.8.2 owner znode holds ``<consumer id>-<thread number>``."""
-    return thread_id.rsplit("-", 1)[0]
-
-
 def _settled_group(client: KazooClient, members: int) -> admin.GroupSnapshot | None:
     """The group once it has ``members`` members, every partition one live owner, and an offset each."""
     snapshot = admin.read_group(client, MIGRATION_GROUP)
@@ -121,7 +117,9 @@ def show_group(client: KazooClient, members: int) -> None:
     jvm_consumer_id = f"{MIGRATION_GROUP}_{JVM_MEMBER_NAME}"
     for consumer_id in sorted(snapshot.members):
         what = f"{JVM_MEMBER} (JVM)" if consumer_id == jvm_consumer_id else "zkcoord legacy member"
-        owned = sorted(tp.partition for tp, thread in snapshot.owners.items() if _consumer_of(thread) == consumer_id)
+        owned = sorted(
+            tp.partition for tp, thread in snapshot.owners.items() if consumer_of_thread(thread) == consumer_id
+        )
         offsets = [snapshot.offsets.get(TopicPartition(MIGRATION_TOPIC, p)) for p in owned]
         print(f"   {consumer_id:<20} {what:<38} owns {owned}, committed {offsets}", flush=True)
 

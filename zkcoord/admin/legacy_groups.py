@@ -23,6 +23,7 @@ from zkcoord.admin.model import (
     MemberDescription,
     OffsetAndMetadata,
 )
+from zkcoord.assign.legacy import consumer_of_thread
 from zkcoord.errors import (
     CoordinatorResponseError,
     GroupIdNotFoundError,
@@ -84,7 +85,7 @@ class LegacyGroups:
         live = sorted(set(snapshot.members) | set(snapshot.bad_members))
         owned: dict[str, list[TopicPartition]] = {}
         for tp, thread in snapshot.owners.items():
-            owned.setdefault(_consumer_of_thread(thread), []).append(tp)
+            owned.setdefault(consumer_of_thread(thread), []).append(tp)
         members = tuple(MemberDescription(c, None, None, None, tuple(sorted(owned.get(c, ())))) for c in live)
         return GroupDescription(
             group_id, LEGACY, GroupState.STABLE if live else GroupState.EMPTY, "consumer", "", members, None
@@ -150,9 +151,3 @@ def _children(client: KazooClient, path: str) -> list[str]:
         return client.get_children(path)
     except NoNodeError:
         return []
-
-
-def _consumer_of_thread(thread_id: str) -> str:
-    """0.8.2 owner znodes hold ``<consumer id>-<thread number>``; CONSUMER-ID is the consumer id."""
-    consumer, separator, number = thread_id.rpartition("-")
-    return consumer if separator and number.isdigit() else thread_id

@@ -33,6 +33,12 @@ def thread_id(consumer_id: str, stream: int) -> str:
     return f"{consumer_id}-{stream}"
 
 
+def consumer_of_thread(thread: str) -> str:
+    """The consumer id of a thread id (an owner znode's value); a value not of that form is returned as is."""
+    consumer, separator, number = thread.rpartition("-")
+    return consumer if separator and number.isdigit() else thread
+
+
 def topic_partition_hash(topic: str, partition: int) -> int:
     """Hash of ``TopicAndPartition.toString`` = ``"[topic,partition]"``, the round-robin sort key (§4.2)."""
     return java_string_hash(f"[{topic},{partition}]")
