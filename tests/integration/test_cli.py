@@ -200,9 +200,9 @@ def test_legacy_run_prints_assignment_and_leaves_on_interrupt(zk, zk_connect, tm
 
 
 def test_zk_start_serves_until_interrupted(tmp_path):
-    from zkcoord.zk.server import _free_port, four_letter_word
+    from zkcoord.zk.server import four_letter_word, free_port
 
-    port = _free_port("127.0.0.1")
+    port = free_port("127.0.0.1")
     process = _spawn("zk", "start", "--port", str(port), "--data-dir", str(tmp_path / "zk"), "--tick-time", "100")
     try:
         assert f"serving on 127.0.0.1:{port}" in _read_until(process, "serving")

@@ -6,7 +6,6 @@ import json
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -77,12 +76,6 @@ class MemberProcess:
 
     def resume(self) -> None:
         self.process.send_signal(signal.SIGCONT)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind((HOST, 0))
-        return probe.getsockname()[1]
 
 
 def node_requests(node: NodeProcess) -> dict[str, int]:

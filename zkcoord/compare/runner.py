@@ -25,7 +25,7 @@ from pathlib import Path
 from kazoo.client import KazooClient
 
 from zkcoord.channel import CoordinatorChannel
-from zkcoord.compare.processes import MemberProcess, RunFailed, TraceTail, free_port, node_requests, zookeeper_counts
+from zkcoord.compare.processes import MemberProcess, RunFailed, TraceTail, node_requests, zookeeper_counts
 from zkcoord.compare.production import KAFKA, kafka_endpoint, open_production, source_kind
 from zkcoord.compare.scenarios import (
     SCENARIOS,
@@ -41,12 +41,12 @@ from zkcoord.compare.scenarios import (
 from zkcoord.errors import SourceError
 from zkcoord.model import TopicPartition
 from zkcoord.testing.kafka_broker import KafkaEndpoint
-from zkcoord.testing.node_process import NodeProcess
+from zkcoord.testing.node_process import HOST, NodeProcess
 from zkcoord.testing.zookeeper import fresh_chroot
 from zkcoord.trace import JsonLinesTraceWriter, make_event
 from zkcoord.zk import admin
 from zkcoord.zk.client import started_client
-from zkcoord.zk.server import EmbeddedZooKeeper
+from zkcoord.zk.server import EmbeddedZooKeeper, free_port
 
 log = logging.getLogger(__name__)
 
@@ -221,7 +221,7 @@ class ScenarioRun:
                 overrides,
                 self.log_dir,
                 log_level="WARNING",
-                metrics_port=free_port(),
+                metrics_port=free_port(HOST),
             )
             self.nodes[node_id] = node
         for node_id, node in self.nodes.items():

@@ -19,7 +19,7 @@ from zkcoord import peers
 from zkcoord.errors import ZkcoordError
 from zkcoord.zk import layout
 from zkcoord.zk.client import started_client
-from zkcoord.zk.server import find_java
+from zkcoord.zk.server import find_java, free_port
 
 log = logging.getLogger(__name__)
 
@@ -34,12 +34,6 @@ log4j.logger.kafka.server.KafkaServer=INFO
 
 class BrokerStartError(ZkcoordError):
     """The broker did not come up; the message carries the tail of its log."""
-
-
-def _free_port(host: str) -> int:
-    with socket.socket() as probe:
-        probe.bind((host, 0))
-        return probe.getsockname()[1]
 
 
 class KafkaBroker:
@@ -61,7 +55,7 @@ class KafkaBroker:
     ):
         self.zookeeper_connect = zookeeper_connect
         self.host = host
-        self.port = port or _free_port(host)
+        self.port = port or free_port(host)
         self.broker_id = broker_id
         self._owns_data_dir = data_dir is None
         self.data_dir = Path(data_dir) if data_dir is not None else Path(tempfile.mkdtemp(prefix="zkcoord-kafka-"))

@@ -79,7 +79,8 @@ def is_serving(host: str, port: int) -> bool:
         return False
 
 
-def _free_port(host: str) -> int:
+def free_port(host: str) -> int:
+    """A port nobody listens on at ``host`` now (the usual race until the caller binds it)."""
     with socket.socket() as probe:
         probe.bind((host, 0))
         return probe.getsockname()[1]
@@ -101,7 +102,7 @@ class EmbeddedZooKeeper:
         max_session_timeout_ms: int | None = None,
     ):
         self.host = host
-        self.port = port or _free_port(host)
+        self.port = port or free_port(host)
         self.tick_time_ms = tick_time_ms
         self.max_session_timeout_ms = max_session_timeout_ms or 20 * tick_time_ms
         self._owns_data_dir = data_dir is None
