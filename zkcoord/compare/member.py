@@ -24,6 +24,51 @@ READY = "ready"
 POLL_TIMEOUT_MS = 100
 
 
+def legacy_member_config(
+    group: str, zk_connect: str, member: str, session_timeout_ms: int, auto_commit_interval_ms: int
+) -> dict:
+    """A legacy member's 0.8.2 properties: auto-commit, quick rebalance retries, from the log's beginning."""
+    return {
+        "group.id": group,
+        "zookeeper.connect": zk_connect,
+        "consumer.id": member,
+        "zookeeper.session.timeout.ms": session_timeout_ms,
+        "rebalance.backoff.ms": 200,
+        "rebalance.max.retries": 10,
+        "auto.commit.enable": True,
+        "auto.commit.interval.ms": auto_commit_interval_ms,
+        "auto.offset.reset": "smallest",
+    }
+
+
+def client_member_config(
+    group: str,
+    bootstrap: list[tuple[str, int]],
+    member: str,
+    strategy: str,
+    static: bool,
+    session_timeout_ms: int,
+    heartbeat_interval_ms: int,
+    auto_commit_interval_ms: int,
+) -> dict:
+    """A coordinator member's settings (zkcoord.client.Consumer), a static member's instance id its name."""
+    config = {
+        "bootstrap_servers": ",".join(f"{host}:{port}" for host, port in bootstrap),
+        "group_id": group,
+        "client_id": member,
+        "partition_assignment_strategy": strategy,
+        "session_timeout_ms": session_timeout_ms,
+        "heartbeat_interval_ms": heartbeat_interval_ms,
+        "enable_auto_commit": True,
+        "auto_commit_interval_ms": auto_commit_interval_ms,
+        "auto_offset_reset": "earliest",
+        "metadata_max_age_ms": heartbeat_interval_ms,  # a partition-count change is seen as fast
+    }
+    if static:
+        config["group_instance_id"] = member
+    return config
+
+
 class CompareTrace:
     """The member's trace sink: tags every event and adds the ``compare.*`` events derived from it."""
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from kazoo.client import KazooClient
 
 from zkcoord.channel import CoordinatorChannel
+from zkcoord.compare.member import client_member_config, legacy_member_config
 from zkcoord.compare.processes import MemberProcess, RunFailed, TraceTail, node_requests, zookeeper_counts
 from zkcoord.compare.production import KAFKA, kafka_endpoint, open_production, source_kind
 from zkcoord.compare.scenarios import (
@@ -144,33 +145,21 @@ class ScenarioRun:
         options, workload = self.options, self.options.workload
         if self.variant.legacy:
             kind = "legacy"
-            config = {
-                "group.id": self.group,
-                "zookeeper.connect": self.context.connect,
-                "consumer.id": member,
-                "zookeeper.session.timeout.ms": workload.session_timeout_ms,
-                "rebalance.backoff.ms": 200,
-                "rebalance.max.retries": 10,
-                "auto.commit.enable": True,
-                "auto.commit.interval.ms": options.auto_commit_interval_ms,
-                "auto.offset.reset": "smallest",
-            }
+            config = legacy_member_config(
+                self.group, self.context.connect, member, workload.session_timeout_ms, options.auto_commit_interval_ms
+            )
         else:
             kind = "client"
-            config = {
-                "bootstrap_servers": ",".join(f"{h}:{p}" for h, p in self.node_addresses()),
-                "group_id": self.group,
-                "client_id": member,
-                "partition_assignment_strategy": self.variant.strategy,
-                "session_timeout_ms": workload.session_timeout_ms,
-                "heartbeat_interval_ms": options.heartbeat_interval_ms,
-                "enable_auto_commit": True,
-                "auto_commit_interval_ms": options.auto_commit_interval_ms,
-                "auto_offset_reset": "earliest",
-                "metadata_max_age_ms": options.heartbeat_interval_ms,  # a partition-count change is seen as fast
-            }
-            if self.variant.static:
-                config["group_instance_id"] = member
+            config = client_member_config(
+                self.group,
+                self.node_addresses(),
+                member,
+                self.variant.strategy,
+                static=self.variant.static,
+                session_timeout_ms=workload.session_timeout_ms,
+                heartbeat_interval_ms=options.heartbeat_interval_ms,
+                auto_commit_interval_ms=options.auto_commit_interval_ms,
+            )
         return {
             **self.tags,
             "kind": kind,
