@@ -189,6 +189,13 @@ class EmbeddedZooKeeper:
         if self._owns_data_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 
+    def kill(self) -> None:
+        """SIGKILL the server, as a crash would; its data directory stays for :meth:`start`."""
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            process.kill()
+            process.wait()
+
     @property
     def running(self) -> bool:
         return self._process is not None and self._process.poll() is None
