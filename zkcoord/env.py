@@ -11,6 +11,8 @@ ZOOKEEPER_BACKEND = "ZKCOORD_ZK_BACKEND"  # "docker": tests start ZooKeeper in a
 JAVA_HOME = "JAVA_HOME"  # the JDK the embedded ZooKeeper runs on (else java on PATH)
 ZOOKEEPER_CLASSPATH = "ZOOKEEPER_CLASSPATH"  # ZooKeeper's jars (else pyspark's, else Debian's)
 PEERS_CACHE = "ZKCOORD_PEERS_CACHE"  # where Maven puts Kafka's jars (else ~/.cache/zkcoord/peers)
+# Read by the slow-fsync shim (zkcoord/faults/fsync_delay.c), in the processes a fault campaign starts with it.
+FSYNC_DELAY_FILE = "ZKCOORD_FSYNC_DELAY_FILE"
 
 
 def _value(name: str) -> str | None:

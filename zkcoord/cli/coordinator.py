@@ -33,7 +33,14 @@ def cmd_coordinator_start(args: argparse.Namespace) -> int:
     config = node_config(properties)
     connect = zk_connect(args.zookeeper)
     node = CoordinatorNode(
-        args.node_id, args.host, args.port, connect, args.log_dir, config, advertised_host=args.advertised_host
+        args.node_id,
+        args.host,
+        args.port,
+        connect,
+        args.log_dir,
+        config,
+        advertised_host=args.advertised_host,
+        advertised_port=args.advertised_port,
     )
     stop = gevent.event.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -91,6 +98,11 @@ def register(commands) -> None:
     start.add_argument("--host", default="127.0.0.1", help="address to bind and advertise")
     start.add_argument("--port", type=int, default=9092, help="wire-protocol port (0: any free port)")
     start.add_argument("--advertised-host", help="host clients are told to connect to (default: --host)")
+    start.add_argument(
+        "--advertised-port",
+        type=int,
+        help="port clients are told to connect to, e.g. a proxy's (default: --port)",
+    )
     start.add_argument("--log-dir", required=True, help="offsets log directory (shared by all nodes)")
     start.add_argument("--config", metavar="FILE", help="Kafka-style properties file")
     start.add_argument(

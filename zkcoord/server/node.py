@@ -57,10 +57,12 @@ class CoordinatorNode:
         config: NodeConfig,
         clock=None,
         advertised_host: str | None = None,
+        advertised_port: int | None = None,
     ):
         self.node_id = node_id
         self.host = host
         self.advertised_host = advertised_host or host
+        self.advertised_port = advertised_port  # None: the bound port
         self.config = config
         self.zookeeper = zookeeper
         self.log_dir = Path(log_dir)
@@ -128,7 +130,7 @@ class CoordinatorNode:
             server.root,
             self.node_id,
             self.advertised_host,
-            port,
+            self.advertised_port or port,
             identity=identity,
             previous_session_wait_s=previous_session_wait_s(server.zookeeper_session_timeout_ms),
         )

@@ -17,7 +17,11 @@ STARTUP_SECONDS = 30.0
 
 
 class NodeProcess:
-    """One coordinator node process; ``metrics_port`` serves its Prometheus metrics when given."""
+    """One coordinator node process; ``metrics_port`` serves its Prometheus metrics when given.
+
+    ``advertised_port`` is the port the node registers for clients (a proxy in front of it), ``env`` extra
+    environment for the process (an LD_PRELOAD shim, :mod:`zkcoord.faults.fsync`).
+    """
 
     def __init__(
         self,
@@ -28,6 +32,8 @@ class NodeProcess:
         workdir: Path,
         log_level: str = "INFO",
         metrics_port: int | None = None,
+        advertised_port: int | None = None,
+        env: dict | None = None,
     ):
         self.node_id = node_id
         self.log_path = workdir / f"node-{node_id}.log"
@@ -37,6 +43,8 @@ class NodeProcess:
         command += ["--zookeeper", zk_connect, "--log-dir", str(log_dir)]
         if metrics_port is not None:
             command += ["--metrics-port", str(metrics_port)]
+        if advertised_port is not None:
+            command += ["--advertised-port", str(advertised_port)]
         for key, value in overrides.items():
             command += ["--override", f"{key}={value}"]
         with open(self.log_path, "wb") as log_file:
@@ -46,7 +54,7 @@ class NodeProcess:
                 stderr=log_file,
                 stdin=subprocess.DEVNULL,
                 text=True,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
             )
         self.port: int | None = None
         self._serving = threading.Event()
