@@ -23,8 +23,9 @@ from gevent.queue import Queue
 from kazoo.client import KazooClient, KazooState
 
 from zkcoord.clock import SystemClock
-from zkcoord.errors import FencedLeaderError, LogError
+from zkcoord.errors import ErrorCode, FencedLeaderError, LogError
 from zkcoord.group.coordinator import GroupCoordinator
+from zkcoord.group.effects import Append
 from zkcoord.runtime import CoordinatorRuntime
 from zkcoord.runtime.durable import DurableLogs
 from zkcoord.server.cluster import ZooKeeperCluster
@@ -80,7 +81,7 @@ class CoordinatorNode:
             self.cluster,
             self.clock,
             steps=MigrationSteps(self.migrations, self.coordinator),
-            on_append_done=self.metrics.on_append,
+            on_append_done=self._on_append_done,
         )
         self.server = WireServer(
             host,
@@ -103,6 +104,8 @@ class CoordinatorNode:
         self._topic_counts: dict[str, int] = {}
         self._greenlets: list[gevent.Greenlet] = []
         self._stopping = False
+        self._reopens: dict[int, int] = {}  # partition → reopens after a storage error since its last good append
+        self._reopening: set[int] = set()
 
     @property
     def registry(self) -> NodeRegistry | None:
@@ -329,6 +332,42 @@ class CoordinatorNode:
         elapsed_ms = (time.monotonic() - started) * 1000
         self.metrics.on_partition_loaded(elapsed_ms)
         log.info("loaded partition=%d epoch=%d groups=%d in %.0f ms", partition, epoch, groups, elapsed_ms)
+
+    # -- after a storage error (a full disk) ---------------------------------------------------------------------
+
+    def _on_append_done(self, append: Append, error: ErrorCode | None) -> None:
+        self.metrics.on_append(append, error)
+        partition = append.partition
+        if error is None:
+            self._reopens.pop(partition, None)
+        elif error == ErrorCode.KAFKA_STORAGE_ERROR and partition not in self._reopening:
+            # The log refuses every write after a failed one (no later fsync can vouch for the lost pages) until
+            # it is reopened: reload the partition from what the log holds, or it would answer errors for good.
+            self._reopening.add(partition)
+            delay_s = self.config.server.load_retry_backoff_ms / 1000 if partition in self._reopens else 0
+            gevent.spawn_later(delay_s, self._reopen, partition, self.epochs.get(partition))
+
+    def _reopen(self, partition: int, epoch: int | None) -> None:
+        self._reopening.discard(partition)
+        if self._stopping or epoch is None or self.epochs.get(partition) != epoch:
+            return
+        if partition not in self.coordinator.owned:
+            return  # resigned, or already loading again
+        reopens = self._reopens[partition] = self._reopens.get(partition, 0) + 1
+        if reopens > self.config.server.load_max_attempts:
+            log.error(
+                "partition=%d epoch=%d failed to write after %d reloads, resigning it so another node can try",
+                partition,
+                epoch,
+                reopens - 1,
+            )
+            self._reopens.pop(partition, None)
+            self._give_up(partition, epoch)
+            return
+        log.warning("reloading partition=%d epoch=%d after a storage error, from what its log holds", partition, epoch)
+        self._unload(partition)
+        self.runtime.begin_loading(partition)
+        self._load(partition, epoch)
 
     def _give_up(self, partition: int, epoch: int) -> None:
         """Resign a partition this node cannot load; until the election resigns it, its groups still answer 14."""
