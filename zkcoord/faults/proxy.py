@@ -29,11 +29,13 @@ _LINGER_RESET = struct.pack("ii", 1, 0)
 
 
 def _reset(sock: socket.socket) -> None:
-    """Abort ``sock``: wake any thread blocked on it, then close with RST rather than FIN where the kernel can."""
+    """Abort ``sock`` with RST: wake a recv blocked on it in another thread, then close with SO_LINGER 0."""
     with contextlib.suppress(OSError):
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
     with contextlib.suppress(OSError):
-        sock.shutdown(socket.SHUT_RDWR)  # a recv or send blocked in another thread returns
+        # Not SHUT_WR: that would send a FIN first. A send blocked on a peer that stopped reading (a stopped
+        # process) holds the socket until that peer reads again; the RST goes then.
+        sock.shutdown(socket.SHUT_RD)
     sock.close()
 
 
@@ -108,6 +110,7 @@ class LoopbackProxy:
     """A TCP proxy on 127.0.0.1 in front of one upstream address, which the nemesis cuts or stalls."""
 
     def __init__(self, upstream: tuple[str, int], name: str = ""):
+        """``upstream`` may be assigned later (a node's port once it serves): each new connection reads it."""
         self.upstream = (upstream[0], int(upstream[1]))
         self.name = name or f"{upstream[0]}:{upstream[1]}"
         self.state = OPEN
