@@ -36,8 +36,13 @@ demo: setup
 test: setup
 	$(BIN)/python -m pytest -rs
 
+# The fault campaign resumes where $(FAULTS_OUT)/runs.jsonl stops: remove the directory for a fresh one.
+FAULTS_OUT ?= var/faults-soak
+FAULT_RUNS ?= 200
+
 soak: setup
 	$(BIN)/python -m pytest -rs -m soak
+	$(BIN)/zkcoord faults run --runs $(FAULT_RUNS) --seed 1000 --out $(FAULTS_OUT)
 
 lint: setup
 	$(BIN)/ruff check zkcoord tests benchmarks

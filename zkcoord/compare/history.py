@@ -45,6 +45,35 @@ class HistoryReport:
     faults_injected: Counter = field(default_factory=Counter)  # fault kind -> injections
     recovery_ms: dict[str, int | None] = field(default_factory=dict)  # fault kind -> ms, None if never
 
+    def to_json(self) -> dict:
+        """The report as JSON values (per-partition figures are left out), for :meth:`from_json`."""
+        return {
+            "violations": [
+                {"kind": v.kind, "partition": list(v.partition), "detail": v.detail, "time_ms": v.time_ms}
+                for v in self.violations
+            ],
+            "acknowledged_commits": self.acknowledged_commits,
+            "lost": self.lost,
+            "regressions": self.regressions,
+            "duplicates": self.duplicates,
+            "missed": self.missed,
+            "faults_injected": dict(self.faults_injected),
+            "recovery_ms": self.recovery_ms,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> "HistoryReport":
+        violations = [
+            Violation(v["kind"], TopicPartition(*v["partition"]), v["detail"], v["time_ms"]) for v in data["violations"]
+        ]
+        counts = {key: data[key] for key in ("acknowledged_commits", "lost", "regressions", "duplicates", "missed")}
+        return cls(
+            violations=violations,
+            faults_injected=Counter(data["faults_injected"]),
+            recovery_ms=dict(data["recovery_ms"]),
+            **counts,
+        )
+
 
 def check_history(events: Iterable[dict], handover_slack_ms: int = HANDOVER_SLACK_MS) -> HistoryReport:
     """Checks one run's events (all files of one scenario and variant, in any order)."""

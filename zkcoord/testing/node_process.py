@@ -19,8 +19,8 @@ STARTUP_SECONDS = 30.0
 class NodeProcess:
     """One coordinator node process; ``metrics_port`` serves its Prometheus metrics when given.
 
-    ``advertised_port`` is the port the node registers for clients (a proxy in front of it), ``env`` extra
-    environment for the process (an LD_PRELOAD shim, :mod:`zkcoord.faults.fsync`).
+    ``port`` 0 lets the node pick a free port; ``advertised_port`` is the port it registers for clients (a proxy
+    in front of it), ``env`` extra environment for the process (an LD_PRELOAD shim, :mod:`zkcoord.faults.fsync`).
     """
 
     def __init__(
@@ -34,12 +34,13 @@ class NodeProcess:
         metrics_port: int | None = None,
         advertised_port: int | None = None,
         env: dict | None = None,
+        port: int = 0,
     ):
         self.node_id = node_id
         self.log_path = workdir / f"node-{node_id}.log"
         self.metrics_port = metrics_port
         command = [sys.executable, "-m", "zkcoord.cli", "--log-level", log_level, "coordinator", "start"]
-        command += ["--node-id", str(node_id), "--host", HOST, "--port", "0"]
+        command += ["--node-id", str(node_id), "--host", HOST, "--port", str(port)]
         command += ["--zookeeper", zk_connect, "--log-dir", str(log_dir)]
         if metrics_port is not None:
             command += ["--metrics-port", str(metrics_port)]

@@ -1,0 +1,398 @@
+"""``zkcoord faults run``: seeded fault runs on real processes, each proven safe by the history checker.
+
+One run: a fresh chroot on the campaign's ZooKeeper, three coordinator nodes, a legacy group (zkcoord's 0.8.2
+members, its offsets migrating up and down the steps of ``migrations/`` by ``zkcoord migrate``) and a coordinator
+group (zkcoord's client), records flowing into both from the synthetic source. Once both groups are settled, the
+nemesis carries out the run's schedule (``zkcoord.faults.schedule``, drawn from the seed) for the window; then
+production stops, every record must be processed within the recovery timeout, the members close and the checker
+(``zkcoord.compare.history``) reads the traces. Each run appends one line to ``OUT/runs.jsonl``, so a campaign
+that stops resumes with the next seed it has not run.
+"""
+
+import json
+import logging
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from zkcoord.compare.history import HANDOVER_SLACK_MS, HistoryReport, check_history, summary_table
+from zkcoord.compare.member import client_member_config, legacy_member_config
+from zkcoord.compare.processes import MemberProcess, RunFailed, TraceTail
+from zkcoord.compare.production import SyntheticProduction
+from zkcoord.compare.scenarios import GroupView
+from zkcoord.faults.cluster import MemberSlot, Nemesis, NodeSlot, available_kinds
+from zkcoord.faults.disk import LogDisk
+from zkcoord.faults.fsync import SlowFsync
+from zkcoord.faults.schedule import FAULT_KINDS, Schedule, Shape, draw_schedule
+from zkcoord.migration.runner import ZERO, load_steps
+from zkcoord.model import TopicPartition
+from zkcoord.testing.node_process import HOST
+from zkcoord.testing.zookeeper import fresh_chroot
+from zkcoord.trace import JsonLinesTraceWriter, make_event
+from zkcoord.zk import admin
+from zkcoord.zk.client import started_client
+from zkcoord.zk.server import EmbeddedZooKeeper
+
+log = logging.getLogger(__name__)
+
+RESULTS = "runs.jsonl"
+RUNNER = "runner.jsonl"
+TICK_S = 0.05
+LEGACY, CLIENT = "legacy", "client"
+MIGRATE_TIMEOUT_S = 60.0
+
+
+@dataclass
+class CampaignOptions:
+    """What ``zkcoord faults run`` was asked for."""
+
+    out: Path
+    runs: int = 5
+    first_seed: int = 1
+    window_s: float = 20.0
+    kinds: list[str] = field(default_factory=lambda: list(FAULT_KINDS))
+    nodes: int = 3
+    legacy_members: int = 2
+    client_members: int = 2
+    partitions: int = 4
+    rate: float = 20.0  # records/s per partition
+    session_timeout_ms: int = 4000
+    recovery_timeout_s: float = 90.0
+    handover_slack_ms: int = HANDOVER_SLACK_MS
+    migrate: bool = True
+
+    def shape(self, migration_steps: int) -> Shape:
+        return Shape(
+            nodes=[f"node-{n}" for n in range(1, self.nodes + 1)],
+            legacy_members=[f"legacy-{n}" for n in range(self.legacy_members)],
+            client_members=[f"client-{n}" for n in range(self.client_members)],
+            migration_steps=migration_steps if self.migrate else 0,
+            session_timeout_ms=self.session_timeout_ms,
+            window_ms=int(self.window_s * 1000),
+        )
+
+
+class FaultRun:
+    """Run ``schedule`` once under ``out`` and return the run's record (the checker's report and what went wrong)."""
+
+    def __init__(
+        self, options: CampaignOptions, zookeeper: EmbeddedZooKeeper, shape: Shape, schedule: Schedule, campaign: str
+    ):
+        self.options = options
+        self.shape = shape
+        self.zookeeper = zookeeper
+        self.schedule = schedule
+        self.out = options.out / "runs" / f"seed-{schedule.seed}"
+        self.tags = {"run": campaign, "scenario": f"seed-{schedule.seed}", "variant": "faults"}
+        self.groups = {LEGACY: f"faults.{LEGACY}", CLIENT: f"faults.{CLIENT}"}
+        self.topics = {kind: f"{kind}.0" for kind in self.groups}
+        self.views = {kind: GroupView({self.topics[kind]: options.partitions}, kind == LEGACY) for kind in self.groups}
+        self.nodes: dict[str, NodeSlot] = {}
+        self.members: dict[str, MemberSlot] = {}
+        self.starts: dict[str, int] = {}
+        self.problems: list[str] = []  # what went wrong besides the checker's violations
+        self.migrations: list[dict] = []
+        self.production: SyntheticProduction | None = None
+        self.disk: LogDisk | None = None
+        self._writer: JsonLinesTraceWriter | None = None
+        self._lock = threading.Lock()
+
+    # -- events --
+
+    def emit(self, event_type: str, member: str = "runner", **fields) -> None:
+        kind = self.members[member].kind if member in self.members else None
+        event = make_event(event_type, int(time.time() * 1000), self.groups.get(kind, ""), member, **fields)
+        event.update(self.tags)
+        event.setdefault("instance", None)
+        with self._lock:
+            self._writer(event)
+        if kind is not None:
+            self.views[kind].apply(event)
+
+    def refresh(self) -> None:
+        for event in self.tail.read():
+            for kind, group in self.groups.items():
+                if event.get("group") == group:
+                    self.views[kind].apply(event)
+
+    def wait_for(self, what: str, check: Callable[[], object], timeout: float) -> float:
+        started = time.monotonic()
+        while True:
+            self.refresh()
+            left = check()
+            if not left:
+                return time.monotonic() - started
+            if time.monotonic() - started > timeout:
+                raise RunFailed(f"{what} not reached in {timeout:.0f} s: {left}")
+            time.sleep(TICK_S)
+
+    # -- processes --
+
+    def start_node(self, slot: NodeSlot) -> None:
+        slot.start()
+        self.emit("compare.node", node_id=slot.node_id, event="started")
+
+    def start_member(self, name: str) -> None:
+        slot = self.members[name]
+        count = self.starts[name] = self.starts.get(name, 0) + 1
+        group, session_ms = self.groups[slot.kind], self.options.session_timeout_ms
+        if slot.kind == LEGACY:
+            config = legacy_member_config(group, slot.zk_proxy.connect_string + self.chroot, name, session_ms, 1000)
+        else:
+            bootstrap = [node.client_proxy.address for node in self.nodes.values()]
+            config = client_member_config(group, bootstrap, name, "range", False, session_ms, 1000, 1000)
+        spec = {
+            **self.tags,
+            "kind": slot.kind,
+            "member": name,
+            "instance": f"{name}#{count}",
+            "group": group,
+            "topics": [self.topics[slot.kind]],
+            "source": self.production.spec,
+            "cost_ms": 1.0,
+            "trace": str(self.trace_dir / f"{name}#{count}.jsonl"),
+            "config": config,
+        }
+        slot.process = MemberProcess(spec, self.log_dir / f"{name}#{count}.log")
+        self.emit("compare.member", member=name, instance=slot.process.instance, event="started")
+
+    # -- the run --
+
+    def run(self, say: Callable[[str], None]) -> dict:
+        shutil.rmtree(self.out, ignore_errors=True)
+        self.trace_dir, self.log_dir = self.out / "traces", self.out / "logs"
+        self.trace_dir.mkdir(parents=True)
+        self.log_dir.mkdir(parents=True)
+        self.tail = TraceTail(self.trace_dir, skip=RUNNER)
+        self._writer = JsonLinesTraceWriter(self.trace_dir / RUNNER)
+        started = time.monotonic()
+        record = {"seed": self.schedule.seed, "kinds": sorted(self.schedule.kinds), "status": "ok", "detail": None}
+        try:
+            self._run(say)
+        except Exception as error:  # one broken run must not end the campaign; it is reported as failed
+            log.debug("run %d failed", self.schedule.seed, exc_info=True)
+            record.update(status="failed", detail=f"{type(error).__name__}: {error}")
+        finally:
+            self._stop()
+            self._writer.close()
+        events = [
+            json.loads(line)
+            for path in sorted(self.trace_dir.glob("*.jsonl"))
+            for line in path.read_text().splitlines()
+            if line.strip()
+        ]
+        report = check_history(events, self.options.handover_slack_ms)
+        record.update(
+            report=report.to_json(),
+            problems=self.problems,
+            migrations=self.migrations,
+            duration_s=round(time.monotonic() - started, 1),
+        )
+        return record
+
+    def _run(self, say: Callable[[str], None]) -> None:
+        options = self.options
+        base = self.zookeeper.connect_string
+        connect = fresh_chroot(base, f"faults-{self.schedule.seed}")
+        self.chroot = connect[len(base) :]
+        self.direct_connect = connect
+        with started_client(connect) as client:
+            admin.register_broker(client, 0, "localhost", 9092, timestamp_ms=1, persistent=True)
+        self.production = SyntheticProduction(options.rate, _Context(connect))
+        self.production.create_topics({topic: options.partitions for topic in self.topics.values()})
+        overrides = {
+            "offsets.topic.num.partitions": 6,
+            "zookeeper.session.timeout.ms": options.session_timeout_ms,
+            "group.min.session.timeout.ms": min(6000, options.session_timeout_ms),
+        }
+        shape = self.shape
+        self.disk = LogDisk(self.out / "log-disk").__enter__()
+        for name in shape.nodes:
+            node_id = int(name.split("-")[1])
+            self.nodes[name] = NodeSlot(
+                node_id, (HOST, self.zookeeper.port), self.chroot, self.disk.directory / "offsets", self.out, overrides
+            )
+        for slot in self.nodes.values():
+            self.start_node(slot)
+        for slot in self.nodes.values():
+            slot.process.wait_serving()
+        for name in shape.legacy_members:
+            self.members[name] = MemberSlot(name, LEGACY, (HOST, self.zookeeper.port))
+        for name in shape.client_members:
+            self.members[name] = MemberSlot(name, CLIENT, (HOST, self.zookeeper.port))
+        for name in self.members:
+            self.start_member(name)
+        self.emit("compare.phase", phase="warmup")
+        self.wait_for("settled groups", self._unsettled, options.recovery_timeout_s)
+        self.emit("compare.phase", phase="measure")
+        nemesis = Nemesis(
+            self.zookeeper, self.disk, self.nodes, self.members, self.emit, self.start_member, self.start_node
+        )
+        threads = [
+            threading.Thread(target=self._play, args=(nemesis,), name="nemesis"),
+            threading.Thread(target=self._migrate, name="migration"),
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        self._restart_the_fallen()
+        self.emit("compare.phase", phase="drain")
+        partitions = [TopicPartition(t, p) for t in self.topics.values() for p in range(options.partitions)]
+        ends = {(tp.topic, tp.partition): end for tp, end in self.production.stop(partitions).items()}
+        for (topic, partition), end in ends.items():
+            self.emit("compare.produced", topic=topic, partition=partition, end_offset=end)
+        took = self.wait_for(
+            "every record processed",
+            lambda: {
+                tp: left
+                for kind, view in self.views.items()
+                for tp, left in view.behind({tp: end for tp, end in ends.items() if tp[0] == self.topics[kind]}).items()
+            },
+            options.recovery_timeout_s,
+        )
+        say(f"  seed {self.schedule.seed}: all {sum(ends.values())} records processed {took:.1f} s after the window")
+        self.emit("compare.phase", phase="end")
+
+    def _unsettled(self) -> list[str]:
+        now_ms = int(time.time() * 1000)
+        return [f"{kind}: {problem}" for kind, view in self.views.items() for problem in view.problems(now_ms)]
+
+    def _play(self, nemesis: Nemesis) -> None:
+        """Inject and heal every fault at its time from the window's start."""
+        opened = time.monotonic()
+        timeline = sorted(
+            [(f.at_ms, 1, f) for f in self.schedule.faults] + [(f.healed_ms, 0, f) for f in self.schedule.faults],
+            key=lambda entry: entry[:2],
+        )
+        for at_ms, inject, fault in timeline:
+            time.sleep(max(0.0, opened + at_ms / 1000 - time.monotonic()))
+            try:
+                (nemesis.inject if inject else nemesis.heal)(fault)
+            except Exception as error:  # noted and carried on: the run must still heal what it can
+                log.warning("nemesis: %s of %s on %s failed", "inject" if inject else "heal", fault.kind, fault.target)
+                self.problems.append(f"nemesis could not {'inject' if inject else 'heal'} {fault}: {error}")
+        time.sleep(max(0.0, opened + self.options.window_s - time.monotonic()))
+
+    def _migrate(self) -> None:
+        """Move the legacy group's migration as the schedule says, with the operator's own command."""
+        opened = time.monotonic()
+        names = [step.name for step in load_steps()]
+        for move in self.schedule.moves:
+            time.sleep(max(0.0, opened + move.at_ms / 1000 - time.monotonic()))
+            to = names[move.to - 1] if move.to else ZERO
+            command = [sys.executable, "-m", "zkcoord.cli", "migrate", move.direction, "--group", self.groups[LEGACY]]
+            command += ["--to", to, "--zookeeper", self.direct_connect, "--timeout", "10000"]
+            began = time.monotonic()
+            try:
+                done = subprocess.run(command, capture_output=True, text=True, timeout=MIGRATE_TIMEOUT_S)
+                outcome, said = done.returncode, (done.stderr or done.stdout).strip().splitlines()[-1:]
+            except subprocess.TimeoutExpired:
+                outcome, said = "timeout", []
+            entry = {"direction": move.direction, "to": to, "exit": outcome, "said": said}
+            entry["took_s"] = round(time.monotonic() - began, 1)
+            self.migrations.append(entry)
+            self.emit("faults.migration", **entry)
+
+    def _restart_the_fallen(self) -> None:
+        """A process that exited by itself (not by the nemesis) is a defect: noted, then restarted as a
+        supervisor would, so that the run can still be checked."""
+        for slot in self.nodes.values():
+            if not slot.process.alive():
+                self.problems.append(f"{slot.name} exited by itself ({slot.process.process.returncode})")
+                self.start_node(slot)
+        for name, slot in self.members.items():
+            if slot.process.process.poll() is not None:
+                self.problems.append(f"{slot.process.instance} exited by itself ({slot.process.process.returncode})")
+                self.emit("compare.member", member=name, instance=slot.process.instance, event="killed")
+                self.start_member(name)
+
+    def _stop(self) -> None:
+        for name, slot in self.members.items():
+            instance = slot.process.instance if slot.process else None
+            slot.close()
+            if instance:
+                self.emit("compare.member", member=name, instance=instance, event="closed")
+        for slot in self.nodes.values():
+            slot.close()
+        if self.disk is not None:
+            self.disk.heal(None)
+            self.disk.__exit__(None, None, None)
+        if not self.zookeeper.running:
+            self.zookeeper.start()
+        if self.production is not None:
+            self.production.close()
+
+
+class _Context:
+    """The production's view of a run: its chroot, no Kafka broker."""
+
+    kafka = None
+
+    def __init__(self, connect: str):
+        self.connect = connect
+
+    def zookeeper(self):
+        return started_client(self.connect)
+
+
+def read_results(out: Path) -> list[dict]:
+    path = out / RESULTS
+    return [json.loads(line) for line in path.open()] if path.exists() else []
+
+
+def run_campaign(options: CampaignOptions, say: Callable[[str], None] = print) -> list[dict]:
+    """Run the seeds not yet in ``OUT/runs.jsonl``; returns the records of every requested seed."""
+    unknown = sorted(set(options.kinds) - set(FAULT_KINDS))
+    if unknown:
+        raise ValueError(f"unknown fault kinds {', '.join(unknown)}; kinds are: {', '.join(FAULT_KINDS)}")
+    options.out.mkdir(parents=True, exist_ok=True)
+    seeds = range(options.first_seed, options.first_seed + options.runs)
+    done = {record["seed"] for record in read_results(options.out)}
+    if done & set(seeds):
+        say(f"resuming: {len(done & set(seeds))} of {len(seeds)} runs already in {options.out / RESULTS}")
+    scratch = Path(tempfile.mkdtemp(prefix="zkcoord-faults-"))
+    kinds = available_kinds(options.kinds, SlowFsync(scratch / "probe"))
+    shape = options.shape(len(load_steps()))
+    campaign = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
+    zookeeper = EmbeddedZooKeeper(data_dir=scratch / "zookeeper", tick_time_ms=200, max_session_timeout_ms=60_000)
+    try:
+        zookeeper.start()
+        for number, seed in enumerate(seeds, 1):
+            if seed in done:
+                continue
+            schedule = draw_schedule(seed, shape, kinds)
+            say(f"run {number}/{len(seeds)} seed {seed}: " + ", ".join(f"{f.kind}@{f.target}" for f in schedule.faults))
+            record = FaultRun(options, zookeeper, shape, schedule, campaign).run(say)
+            say("  " + describe(record))
+            with open(options.out / RESULTS, "a") as results:
+                results.write(json.dumps(record, sort_keys=True) + "\n")
+    finally:
+        zookeeper.stop()
+        shutil.rmtree(scratch, ignore_errors=True)
+    records = [record for record in read_results(options.out) if record["seed"] in seeds]
+    say(summary_table([HistoryReport.from_json(record["report"]) for record in records]))
+    return records
+
+
+def describe(record: dict) -> str:
+    report = HistoryReport.from_json(record["report"])
+    kinds = ", ".join(sorted({v.kind for v in report.violations})) or "none"
+    line = (
+        f"{record['status']} in {record['duration_s']:.0f} s: violations {len(report.violations)} ({kinds}), "
+        f"acknowledged commits {report.acknowledged_commits} (lost {report.lost}), duplicates {report.duplicates}"
+    )
+    extra = ([record["detail"]] if record["detail"] else []) + record["problems"]
+    return line + "".join(f"\n    {problem}" for problem in extra)
+
+
+def failed(record: dict) -> bool:
+    """A run that did not complete, or whose history breaks a rule."""
+    return record["status"] != "ok" or bool(record["report"]["violations"])
