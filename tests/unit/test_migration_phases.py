@@ -17,12 +17,14 @@ from zkcoord.migration.phases import (
     LegacyMember,
     MigrationState,
     MigrationStateError,
+    NodeAck,
     Phase,
     compare,
     compare_stores,
     decode_state,
     encode_state,
     members_behind,
+    not_acknowledged,
     read_offset,
     regressions,
 )
@@ -139,6 +141,25 @@ def test_members_behind_names_each_member_and_what_to_do():
     assert len(reasons) == 2
     assert "jvm-1" in reasons[0] and "JVM" in reasons[0] and "stop it or replace it" in reasons[0]
     assert "py-1" in reasons[1] and "epoch 2" in reasons[1]
+
+
+def test_not_acknowledged_names_each_lagging_node_and_zkcoord_member_with_its_epoch():
+    state = MigrationState(Phase.DUAL_WRITE, epoch=7)
+    members = (LegacyMember("jvm-1"), LegacyMember("py-1", advertised=True, epoch=6), LegacyMember("py-2", True, 7))
+    nodes = (NodeAck("1", 7), NodeAck("2", 6), NodeAck("3", -1), NodeAck("4", unreadable="not JSON"))
+    reasons = not_acknowledged(GroupFacts(state, members, nodes=nodes))
+    assert len(reasons) == 4, reasons  # a JVM member cannot acknowledge, so it is not waited for
+    assert "py-1" in reasons[0] and "epoch 6" in reasons[0]
+    assert reasons[1].startswith("node 2 still at epoch 6 (the group is at DUAL_WRITE, epoch 7)")
+    assert reasons[2].startswith("node 3 still at epoch -1")
+    assert reasons[3].startswith("node 4: its acknowledgement cannot be read (not JSON)")
+
+
+def test_a_node_ahead_of_the_state_has_not_acknowledged_it_either():
+    """After the state was recreated (ZooKeeper restored from a backup), only the same epoch counts."""
+    state = MigrationState(Phase.ZK_ONLY, epoch=0)
+    assert not_acknowledged(GroupFacts(state, nodes=(NodeAck("1", 0),))) == []
+    assert len(not_acknowledged(GroupFacts(state, nodes=(NodeAck("1", 3),)))) == 1
 
 
 # ---- the runner's plans (no ZooKeeper: _plan only looks at the state) -------------------------------------

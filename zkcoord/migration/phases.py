@@ -221,13 +221,28 @@ class LegacyMember:
 
 
 @dataclass(frozen=True)
+class NodeAck:
+    """A coordinator node that caches the group's migration state, and the epoch it has applied.
+
+    ``epoch`` -1: the group had no migration state when the node read it. ``unreadable``: why the node's
+    acknowledgement could not be read (it then counts as not acknowledged).
+    """
+
+    node_id: str  # as named under the group's acknowledgements (a node id, unless someone wrote a foreign one)
+    epoch: int = -1
+    unreadable: str | None = None
+
+
+@dataclass(frozen=True)
 class GroupFacts:
-    """What a step's checks look at: the state, the live members of each protocol, the stores compared."""
+    """What a step's checks look at: the state, the live members of each protocol, the stores compared, and
+    the coordinator nodes that follow the group's state."""
 
     state: MigrationState
     legacy_members: tuple[LegacyMember, ...] = ()
     coordinator_members: tuple[str, ...] = ()
     stores: tuple[PartitionComparison, ...] = field(default=())
+    nodes: tuple[NodeAck, ...] = ()
 
 
 def members_behind(facts: GroupFacts) -> list[str]:
@@ -243,6 +258,24 @@ def members_behind(facts: GroupFacts) -> list[str]:
             reasons.append(
                 f"member {member.consumer_id} still follows phase epoch {member.epoch} (the group is at "
                 f"{facts.state.phase.name}, epoch {facts.state.epoch}); wait for it to see the change or restart it"
+            )
+    return reasons
+
+
+def not_acknowledged(facts: GroupFacts) -> list[str]:
+    """Who has not yet acknowledged the group's current epoch (one line each): zkcoord legacy members that
+    advertise an older one, and coordinator nodes whose applied epoch is another. JVM members cannot
+    acknowledge and are not waited for (the phase rules treat them as ZooKeeper-only)."""
+    current = facts.state.epoch
+    reasons = members_behind(replace(facts, legacy_members=tuple(m for m in facts.legacy_members if not m.is_jvm)))
+    for node in facts.nodes:
+        if node.unreadable is not None:
+            reasons.append(f"node {node.node_id}: its acknowledgement cannot be read ({node.unreadable})")
+        elif node.epoch != current:
+            reasons.append(
+                f"node {node.node_id} still at epoch {node.epoch} (the group is at {facts.state.phase.name}, "
+                f"epoch {current}): it may be paused or cut off from ZooKeeper; its acknowledgement goes with "
+                "its ZooKeeper session if it stays away"
             )
     return reasons
 

@@ -1,4 +1,5 @@
-"""A group's migration state and its members' advertisements in ZooKeeper (IO around ``phases``).
+"""A group's migration state, its members' advertisements and its nodes' acknowledgements in ZooKeeper (IO around
+``phases``).
 
 The state znode is changed only by compare-and-set on its version, so two operators (or a rerun after a
 crash) cannot overwrite each other's step. Works with any kazoo handler.
@@ -10,7 +11,14 @@ from collections.abc import Callable
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-from zkcoord.migration.phases import LegacyMember, MigrationState, MigrationStateError, decode_state, encode_state
+from zkcoord.migration.phases import (
+    LegacyMember,
+    MigrationState,
+    MigrationStateError,
+    NodeAck,
+    decode_state,
+    encode_state,
+)
 from zkcoord.zk import layout
 from zkcoord.zk.layout import ZnodeDecodeError
 
@@ -110,3 +118,37 @@ def live_legacy_members(client: KazooClient, root: str, group: str) -> list[Lega
             continue
         members.append(LegacyMember(consumer_id, advertised=True, epoch=epoch))
     return members
+
+
+def write_node_ack(client: KazooClient, root: str, group: str, node_id: int, epoch: int) -> None:
+    """Create or replace a coordinator node's ephemeral acknowledgement of the epoch it has applied."""
+    path = layout.node_ack_path(root, group, node_id)
+    data = layout.encode_node_ack(epoch)
+    try:
+        client.set(path, data)
+    except NoNodeError:
+        client.create(path, data, ephemeral=True, makepath=True)
+
+
+def node_acks(client: KazooClient, root: str, group: str) -> list[NodeAck]:
+    """The coordinator nodes that cache the group's state, each with the epoch it acknowledged (pipelined).
+
+    Read after a write of the state by the same session, this sees every acknowledgement created before
+    that write: a ZooKeeper server answers a session's requests in order, after every earlier transaction."""
+    try:
+        ids = sorted(client.get_children(layout.node_acks_path(root, group)), key=lambda name: (len(name), name))
+    except NoNodeError:
+        return []
+    pending = [(name, client.get_async(layout.node_ack_path(root, group, name))) for name in ids]
+    acks = []
+    for name, reply in pending:
+        try:
+            data, _ = reply.get()
+        except NoNodeError:
+            continue  # its session ended meanwhile
+        path = layout.node_ack_path(root, group, name)
+        try:
+            acks.append(NodeAck(name, layout.decode_node_ack(path, data)))
+        except ZnodeDecodeError as error:
+            acks.append(NodeAck(name, unreadable=str(error)))
+    return acks

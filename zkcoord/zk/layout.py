@@ -567,3 +567,22 @@ def decode_legacy_advert(path: str, data: bytes | None) -> tuple[str, int]:
     """``(phase name, epoch)`` the member follows (``phase`` "" and epoch -1: no migration state yet)."""
     obj = _decode_object(path, data, {"phase": str, "epoch": int})
     return obj["phase"], obj["epoch"]
+
+
+def node_acks_path(root: str, group: str) -> str:
+    return f"{_root(root)}/migration/nodes/{group}"
+
+
+def node_ack_path(root: str, group: str, node_id: int | str) -> str:
+    """Ephemeral, while a coordinator node caches the group's migration state: the epoch it has applied."""
+    return f"{node_acks_path(root, group)}/{node_id}"
+
+
+def encode_node_ack(epoch: int) -> bytes:
+    """``{"version":1,"epoch":7}`` (epoch -1: the group had no migration state when the node read it)."""
+    return _encode_compact({"version": 1, "epoch": epoch})
+
+
+def decode_node_ack(path: str, data: bytes | None) -> int:
+    """The migration epoch a node has applied."""
+    return _decode_object(path, data, {"epoch": int})["epoch"]
