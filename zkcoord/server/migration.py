@@ -1,11 +1,12 @@
 """Offset migration on a coordinator node: each group's phase, the write-behind mirror, ZooKeeper's side of reads.
 
 Owns :class:`GroupMigrations`: a bounded cache of the groups' migration states (filled on first use by a
-ZooKeeper read and kept current by a watch), the mirror that copies the OffsetCommits a node accepted while
-``RULES[phase].coordinator_mirror`` into ``/consumers/<g>/offsets`` (one greenlet, set-if-greater, a group's
-pending partitions per ZooKeeper pipeline, failures retried with backoff), and the ZooKeeper reads behind
-OffsetFetch's MAX answer and JoinGroup's single-protocol check. :func:`max_fetch_response` and
-:func:`join_refusal_message` are the pure halves of those two.
+ZooKeeper read and kept current by a watch; while a group is cached the node acknowledges the epoch it has
+applied in an ephemeral znode, so that ``zkcoord migrate`` waits for it), the mirror that copies the
+OffsetCommits a node accepted while ``RULES[phase].coordinator_mirror`` into ``/consumers/<g>/offsets`` (one
+greenlet, set-if-greater, a group's pending partitions per ZooKeeper pipeline, failures retried with backoff),
+and the ZooKeeper reads behind OffsetFetch's MAX answer and JoinGroup's single-protocol check.
+:func:`max_fetch_response` and :func:`join_refusal_message` are the pure halves of those two.
 
 IO: gevent and the node's gevent kazoo client. Must not import the group state machine, the wire server or
 the log: :mod:`zkcoord.server.steps` hands in typed requests and responses around the coordinator runtime.
@@ -14,6 +15,7 @@ the log: :mod:`zkcoord.server.steps` hands in typed requests and responses aroun
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
@@ -22,12 +24,12 @@ from dataclasses import dataclass, field
 import gevent
 import msgspec
 from gevent.event import Event
-from kazoo.client import KazooClient
+from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, NoNodeError
 
 from zkcoord.errors import ZkcoordError
 from zkcoord.migration.phases import MAX, RULES, MigrationState, MigrationStateError, Phase
-from zkcoord.migration.store import watch_state
+from zkcoord.migration.store import watch_state, write_node_ack
 from zkcoord.wire.messages import (
     OffsetCommitRequest,
     OffsetCommitResponse,
@@ -62,10 +64,16 @@ class _Watched:
     failed: str | None = None
     stop: Callable[[], None] | None = None
     forgotten: bool = False
+    acked: int | None = None  # the epoch this node's acknowledgement says, once written
+    acking: bool = False  # a greenlet is writing the acknowledgement
 
     @property
     def phase(self) -> Phase | None:
         return None if self.state is None else self.state.phase
+
+    @property
+    def epoch(self) -> int:
+        return -1 if self.state is None else self.state.epoch
 
 
 @dataclass
@@ -101,6 +109,7 @@ class GroupMigrations:
     def __init__(
         self,
         root: str,
+        node_id: int,
         clock,
         *,
         read_timeout_s: float = READ_TIMEOUT_S,
@@ -109,6 +118,7 @@ class GroupMigrations:
         backoff_s: tuple[float, float] = BACKOFF_S,
     ):
         self.root = root
+        self.node_id = node_id
         self.clock = clock
         self.read_timeout_s = read_timeout_s
         self.write_timeout_s = write_timeout_s
@@ -124,11 +134,13 @@ class GroupMigrations:
         self._idle = Event()
         self._idle.set()
         self._greenlet: gevent.Greenlet | None = None
+        self._stopped = False
 
     # -- lifecycle -------------------------------------------------------------------------------------------
 
     def start(self, zk: KazooClient) -> None:
         self.zk = zk
+        zk.add_listener(self._on_session_state)
         self._greenlet = gevent.spawn(self._run_mirror)
 
     def stop(self, timeout_s: float) -> None:
@@ -141,6 +153,17 @@ class GroupMigrations:
         if left:
             log.warning("stopping with offsets not mirrored into ZooKeeper partitions=%d", left)
         self.forget_where(lambda group: True)
+        self._stopped = True
+        if self.zk is not None:
+            self.zk.remove_listener(self._on_session_state)
+
+    def _on_session_state(self, state: str) -> None:
+        """A kazoo listener. A lost session took this node's acknowledgements with it, so a runner no longer waits
+        for it: forget every cached state (without blocking), and the next request reads and acknowledges afresh."""
+        if state == KazooState.LOST and self._states:
+            log.warning("ZooKeeper session lost: forgetting the migration states of groups=%d", len(self._states))
+            for group in list(self._states):
+                self._forget(group, drop_ack=False)
 
     # -- phases ----------------------------------------------------------------------------------------------
 
@@ -189,13 +212,15 @@ class GroupMigrations:
 
     def _watch(self, group: str, entry: _Watched) -> None:
         def on_change(state: MigrationState | None) -> None:
-            # A kazoo callback: only record the state (nothing blocking runs here).
+            # A kazoo callback: only record the state (nothing blocking runs here); every answer from now on
+            # follows it, so it may be acknowledged at once.
             if entry.ready.is_set() and entry.state != state:
                 shown = "unmanaged" if state is None else f"{state.phase.name} epoch={state.epoch}"
                 log.info("migration state changed group=%s phase=%s", group, shown)
             entry.state = state
             entry.failed = None
             entry.ready.set()
+            self._acknowledge(group, entry)
 
         def on_unreadable(error: MigrationStateError) -> None:
             # Fail closed: "unmanaged" would drop the group's commits from the mirror. Requests that need the
@@ -206,6 +231,9 @@ class GroupMigrations:
             entry.ready.set()
 
         try:
+            # The acknowledgement first, then the read: a runner that changes the phase after this node read
+            # it finds the acknowledgement and waits for the watch to bring the change (docs/migration.md).
+            self.zk.retry(write_node_ack, self.zk, self.root, group, self.node_id, -1)
             entry.stop = watch_state(self.zk, self.root, group, on_change, on_unreadable)
         except Exception as error:  # a kazoo error other than a lost connection (those are retried)
             log.warning("cannot watch the migration state group=%s: %s", group, error)
@@ -213,15 +241,62 @@ class GroupMigrations:
             entry.ready.set()
             if self._states.get(group) is entry:
                 del self._states[group]  # the next request tries again
+            self._drop_ack(group)
             return
         if entry.forgotten:
             entry.stop()
+            self._drop_ack(group)
 
-    def _forget(self, group: str) -> None:
+    def _forget(self, group: str, drop_ack: bool = True) -> None:
         entry = self._states.pop(group)
         entry.forgotten = True
         if entry.stop is not None:
             entry.stop()
+        if drop_ack:
+            self._drop_ack(group)
+
+    # -- acknowledgements: ``/zkcoord/migration/nodes/<group>/<node id>``, ephemeral, while the group is cached ---
+
+    def _acknowledge(self, group: str, entry: _Watched) -> None:
+        """Have the entry's epoch written (never blocks); one writer per entry, which always writes the newest."""
+        if entry.acking or entry.forgotten or entry.acked == entry.epoch:
+            return
+        entry.acking = True
+        gevent.spawn(self._write_acks, group, entry)
+
+    def _write_acks(self, group: str, entry: _Watched) -> None:
+        try:
+            while not entry.forgotten and entry.acked != entry.epoch:
+                epoch = entry.epoch
+                try:
+                    self.zk.retry(write_node_ack, self.zk, self.root, group, self.node_id, epoch)
+                except KazooException as error:
+                    log.warning("cannot acknowledge migration group=%s epoch=%d, retrying: %r", group, epoch, error)
+                    gevent.sleep(self.backoff_ms[0] / 1000)
+                    continue
+                entry.acked = epoch
+        finally:
+            entry.acking = False
+            if entry.forgotten:
+                self._drop_ack(group)  # a write that raced with the forgetting may have created it again
+
+    def _drop_ack(self, group: str) -> None:
+        """Delete this node's acknowledgement unless the group is cached again (whose entry then owns it). A
+        session's requests are applied in order, so this delete lands after every write issued before it."""
+        if group in self._states or self.zk is None or self._stopped:
+            return
+        reply = self.zk.delete_async(layout.node_ack_path(self.root, group, self.node_id))
+        reply.rawlink(functools.partial(self._on_ack_dropped, group))
+
+    def _on_ack_dropped(self, group: str, reply) -> None:
+        try:
+            reply.get()
+        except NoNodeError:
+            pass
+        except Exception as error:
+            # Left in place it would make every later step wait for this node: try again.
+            log.warning("cannot delete the migration acknowledgement group=%s, retrying: %r", group, error)
+            gevent.spawn_later(self.backoff_ms[0] / 1000, self._drop_ack, group)
 
     # -- ZooKeeper reads for requests -------------------------------------------------------------------------
 

@@ -72,7 +72,7 @@ class CoordinatorNode:
         self.coordinator = GroupCoordinator(config.coordinator, self.clock.now_ms())
         self.logs = DurableLogs(self.log_dir, config.log, self.clock)
         self.epochs: dict[int, int] = {}
-        self.migrations = GroupMigrations(config.server.root, self.clock)
+        self.migrations = GroupMigrations(config.server.root, node_id, self.clock)
         self.metrics = NodeMetrics(self)
         self.cluster = ZooKeeperCluster()
         self.runtime = CoordinatorRuntime(
