@@ -26,13 +26,9 @@ def check(ctx, when):
 
 def up(ctx):
     ctx.set_phase(Phase.DUAL_WRITE)
-    behind = ctx.wait_for_members()
-    for reason in behind:
-        ctx.say(f"group {ctx.group}: note: {reason}")
 
 
 def down(ctx):
     ctx.raise_zk_to_log()  # before: a member that switches at once must find ZooKeeper complete
     ctx.set_phase(Phase.ZK_ONLY)
-    ctx.wait_for_members()
     ctx.raise_zk_to_log()  # after: commits that reached only the log while members switched

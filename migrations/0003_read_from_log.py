@@ -24,9 +24,7 @@ def check(ctx, when):
 
 def up(ctx):
     ctx.set_phase(Phase.LOG_PRIMARY)
-    ctx.wait_for_members()
 
 
 def down(ctx):
     ctx.set_phase(Phase.DUAL_WRITE)
-    ctx.wait_for_members()

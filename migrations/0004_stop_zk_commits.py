@@ -22,10 +22,8 @@ def check(ctx, when):
 
 def up(ctx):
     ctx.set_phase(Phase.LOG_ONLY)
-    ctx.wait_for_members()
 
 
 def down(ctx):
     ctx.set_phase(Phase.LOG_PRIMARY)
-    ctx.wait_for_members()
     ctx.raise_zk_to_log()

@@ -3,10 +3,12 @@
 The real step modules of ``migrations/`` and the real rules of ``zkcoord.migration.phases`` run against an
 in-memory world: one partition, its ZooKeeper and log offsets, a coordinator whose view of the phase and
 whose write-behind mirror lag, and one owner at a time (a zkcoord legacy member whose view of the phase
-lags too, a 0.8.2 JVM member that only knows ZooKeeper, or a coordinator client member). Hypothesis
-interleaves everything, including a crash between the two writes of a dual commit and steps whose
-members never confirm. The property (issue: "never loses or regresses an offset"): whoever takes the
-partition over reads at least the last offset a commit acknowledged.
+lags too, a 0.8.2 JVM member that only knows ZooKeeper, or a coordinator client member). A step waits
+for the coordinator and the zkcoord member to acknowledge each phase it writes, as the runner does; an
+acknowledgement that does not come in time leaves the step under way, still lagging. Hypothesis
+interleaves everything, including a crash between the two writes of a dual commit. The property (issue:
+"never loses or regresses an offset"): whoever takes the partition over reads at least the last offset a
+commit acknowledged.
 """
 
 from dataclasses import dataclass, field
@@ -26,7 +28,7 @@ from zkcoord.migration.phases import (
     compare_stores,
     read_offset,
 )
-from zkcoord.migration.runner import load_steps
+from zkcoord.migration.runner import PhaseNotAcknowledged, load_steps
 
 P = ("t", 0)
 STEPS = load_steps()
@@ -97,8 +99,9 @@ class World:
 class ModelContext:
     """The parts of ``StepContext`` the steps use, over the in-memory world."""
 
-    def __init__(self, world: World, allow_rewind: bool = False):
+    def __init__(self, world: World, acknowledged: bool, allow_rewind: bool = False):
         self.world, self.group, self.allow_rewind = world, "g", allow_rewind
+        self.acknowledged = acknowledged  # whether the coordinator and the member acknowledge within the timeout
 
     @property
     def state(self) -> MigrationState:
@@ -127,9 +130,18 @@ class ModelContext:
 
     def set_phase(self, phase: Phase) -> None:
         self.world.state = self.state.with_phase(phase, 0)
+        self.wait_for_acks()
 
-    def wait_for_members(self) -> list[str]:
-        return []  # the adversarial case: the wait timed out and nobody has switched yet
+    def wait_for_acks(self) -> None:
+        """The runner's wait: either both watches deliver (and acknowledge), or the step fails still lagging."""
+        world, owner = self.world, self.world.owner
+        legacy = owner if owner is not None and owner.kind == "legacy" else None
+        if self.acknowledged:
+            world.coordinator_phase = world.state.phase
+            if legacy is not None:
+                legacy.epoch, legacy.phase = world.state.epoch, world.state.phase
+        elif world.coordinator_phase != world.state.phase or (legacy is not None and legacy.epoch != world.state.epoch):
+            raise PhaseNotAcknowledged(self.group, world.state, 0, ["the model's watches lag"])
 
     def commit_to_log(self, offsets, if_greater: bool = True):
         for offset in offsets.values():
@@ -143,8 +155,9 @@ class ModelContext:
         self.world.log_trace.append(line)
 
 
-def migrate(world: World, direction: str) -> None:
-    """One step up or down, as the runner does it: pre-check (refusal changes nothing), run, post-check."""
+def migrate(world: World, direction: str, acknowledged: bool = True) -> None:
+    """One step up or down, as the runner does it: pre-check (refusal changes nothing), run and wait for the
+    acknowledgements (a timeout leaves the step under way), post-check."""
     names = [s.name for s in STEPS]
     if world.pending is not None:
         step = STEPS[names.index(world.pending[0])]
@@ -158,12 +171,16 @@ def migrate(world: World, direction: str) -> None:
         if not world.applied:
             return
         step = STEPS[names.index(world.applied[-1])]
-    ctx = ModelContext(world)
+    ctx = ModelContext(world, acknowledged)
     if world.pending is None:
         if step.check(ctx, f"before_{direction}"):
             return
         world.pending = (step.name, direction)
-    getattr(step.module, direction)(ctx)
+    try:
+        getattr(step.module, direction)(ctx)
+        ctx.wait_for_acks()
+    except PhaseNotAcknowledged:
+        return  # stays under way; the next migrate action runs it again
     if step.check(ctx, f"after_{direction}"):
         return  # stays under way; the next migrate action runs it again
     world.pending = None
@@ -199,11 +216,8 @@ def allowed_kinds(world: World) -> list[str]:
         kinds.append("legacy")
     if world.state.phase <= Phase.DUAL_WRITE and not reads_log and zk_complete:
         kinds.append("jvm")  # and never once the group reads from the log
-    # A client member joins only once the coordinator's watch has delivered the current phase. The model
-    # assumes a protocol switch (stop the legacy members, start clients) takes longer than that watch; without
-    # the assumption a client could read the log alone from a node still at LOG_PRIMARY right after a step
-    # down let a JVM member commit to ZooKeeper alone (a gap the issue note records).
-    if RULES[world.coordinator_phase].client_member is not None and world.coordinator_phase == world.state.phase:
+    # The coordinator admits a client by its own view of the phase, which may lag the state's.
+    if RULES[world.coordinator_phase].client_member is not None:
         kinds.append("client")
     return kinds
 
@@ -255,7 +269,7 @@ def test_interleavings_never_regress_an_offset(data):
         elif action == "flush":
             world.flush_mirror()
         elif action in ("up", "down"):
-            migrate(world, action)
+            migrate(world, action, data.draw(st.booleans(), label="acknowledged in time"))
             highest = max(highest, world.state.phase)
     event(f"highest phase {highest.name}")
     # Once the watches and the mirror have caught up, every newcomer the phase allows finds the last ack.
@@ -297,3 +311,29 @@ def test_a_zookeeper_only_member_blocks_reading_from_the_log():
     commit(world, crash_after_first=False)  # a JVM commit: ZooKeeper only, so the log falls behind
     migrate(world, "up")
     assert world.state.phase == Phase.DUAL_WRITE and "0003_read_from_log" not in world.applied
+
+
+def test_a_client_after_a_step_down_finds_what_a_jvm_member_committed_to_zookeeper():
+    """The issue's gap: after `migrate down` from LOG_PRIMARY a JVM member commits to ZooKeeper alone and stops,
+    and a client member follows at once. The step returned only once the coordinator acknowledged DUAL_WRITE,
+    so the client reads the larger of both stores; a step whose acknowledgement timed out is still under way,
+    which admits no JVM member."""
+    world = World()
+    take_over(world, "legacy")
+    for _ in range(3):
+        migrate(world, "up")
+    assert world.state.phase == world.coordinator_phase == Phase.LOG_PRIMARY
+    world.owner.position = 5
+    commit(world, crash_after_first=False)
+    world.flush_mirror()
+
+    migrate(world, "down", acknowledged=False)
+    assert world.pending == ("0003_read_from_log", "down") and "jvm" not in allowed_kinds(world)
+    migrate(world, "down")
+    assert world.pending is None
+
+    take_over(world, "jvm")
+    world.owner.position = 9
+    commit(world, crash_after_first=False)
+    take_over(world, "client")
+    assert world.owner.position == 9

@@ -17,7 +17,7 @@ from zkcoord.cli.common import EXIT_OK, EXIT_PROBLEM, emit_json, print_table, zo
 def _migration_runner(args: argparse.Namespace) -> Iterator:
     from zkcoord.channel import CoordinatorChannel
     from zkcoord.config import parse_bootstrap_servers
-    from zkcoord.migration.runner import Runner, load_steps
+    from zkcoord.migration.runner import ACK_TIMEOUT_S, Runner, load_steps
     from zkcoord.zk.nodes import discover_nodes
 
     steps = load_steps(args.migrations_dir)
@@ -28,7 +28,11 @@ def _migration_runner(args: argparse.Namespace) -> Iterator:
         )
         progress = None if args.json else _count_progress
         try:
-            yield Runner(client, channel, steps, root=args.root, say=_say(args), progress=progress)
+            ack_ms = getattr(args, "ack_timeout", None)  # only up and down have the option
+            ack_timeout_s = ACK_TIMEOUT_S if ack_ms is None else ack_ms / 1000
+            yield Runner(
+                client, channel, steps, root=args.root, say=_say(args), progress=progress, ack_timeout_s=ack_timeout_s
+            )
         finally:
             channel.close()
 
@@ -245,6 +249,13 @@ def register(commands) -> None:
         run.add_argument("--to", metavar="STEP", help="the last step left applied (zero: none)")
         run.add_argument("--dry-run", action="store_true", help="check and show the next step without running it")
         run.add_argument("--allow-rewind", action="store_true", help="backfill may lower log offsets to ZooKeeper's")
+        run.add_argument(
+            "--ack-timeout",
+            type=int,
+            metavar="MS",
+            help="how long a step waits for live zkcoord nodes and members to acknowledge a phase change (default "
+            "30000; on timeout exit 1 naming those that did not, and the step stays under way)",
+        )
     verify = action(
         "verify", "compare ZooKeeper and log offsets per partition (exit 1 on a regression)", _migrate_verify
     )

@@ -31,7 +31,7 @@ from zkcoord.migration.phases import (
     MigrationState,
     Phase,
     compare_stores,
-    members_behind,
+    not_acknowledged,
 )
 from zkcoord.migration.verify import fetch_log_offsets, raise_for
 from zkcoord.wire.requests import partition_error_codes, simple_offset_commit
@@ -43,8 +43,20 @@ log = logging.getLogger(__name__)
 UP, DOWN = "up", "down"
 ZERO = "zero"  # ``--to zero``: no step applied
 COMMIT_CHUNK = 1000  # partitions per backfill OffsetCommit
-MEMBER_WAIT_S = 30.0  # how long a phase change waits for live members to advertise it
+ACK_TIMEOUT_S = 30.0  # how long a step waits for live nodes and members to acknowledge a phase change
 Partition = tuple[str, int]
+
+
+class PhaseNotAcknowledged(MigrationError):
+    """Live zkcoord nodes or members did not acknowledge the group's new epoch in time; the step stays under way."""
+
+    def __init__(self, group: str, state: MigrationState, timeout_s: float, reasons: list[str]):
+        self.group, self.reasons = group, reasons
+        lines = "\n".join(f"  - {reason}" for reason in reasons)
+        super().__init__(
+            f"group {group}: phase {state.phase.name} (epoch {state.epoch}) not acknowledged within "
+            f"{timeout_s:g} s (the step stays under way; run the command again):\n{lines}"
+        )
 
 
 class MigrationRefused(MigrationError):
@@ -109,7 +121,7 @@ class StepContext:
     allow_rewind: bool = False
     say: Callable[[str], None] = print
     progress: Callable[[int, str], Callable[[int], None]] = lambda total, what: lambda n: None
-    member_wait_s: float = MEMBER_WAIT_S
+    ack_timeout_s: float = ACK_TIMEOUT_S
 
     # -- reading ------------------------------------------------------------------------------------------
 
@@ -120,6 +132,7 @@ class StepContext:
             tuple(store.live_legacy_members(self.zk, self.root, self.group)),
             tuple(self.coordinator_members()),
             tuple(rows),
+            tuple(store.node_acks(self.zk, self.root, self.group)),
         )
 
     def zk_offsets(self) -> dict[Partition, int]:
@@ -146,22 +159,27 @@ class StepContext:
     # -- changing -----------------------------------------------------------------------------------------
 
     def set_phase(self, phase: Phase) -> None:
-        """Move the group to ``phase`` (one step along the order); a no-op when it is there already."""
+        """Move the group to ``phase`` (one step along the order), then wait until it is acknowledged (also
+        when the group is there already: a rerun after a timeout waits again)."""
         changed = self.state.with_phase(phase, self.now_ms())
-        if changed is self.state:
-            return
-        self.version = store.write_state(self.zk, self.root, self.group, changed, self.version)
-        self.state = changed
-        self.say(f"group {self.group}: phase {phase.name} (epoch {changed.epoch})")
+        if changed is not self.state:
+            self.version = store.write_state(self.zk, self.root, self.group, changed, self.version)
+            self.state = changed
+            self.say(f"group {self.group}: phase {phase.name} (epoch {changed.epoch})")
+        self.wait_for_acks()
 
-    def wait_for_members(self) -> list[str]:
-        """Wait (bounded) until every live zkcoord legacy member advertises the current epoch; what still lags."""
-        deadline = time.monotonic() + self.member_wait_s
+    def wait_for_acks(self) -> None:
+        """Wait (bounded) until every live zkcoord node and legacy member that follows the group acknowledged
+        its current epoch; :class:`PhaseNotAcknowledged` names those that did not."""
+        deadline = time.monotonic() + self.ack_timeout_s
         while True:
-            members = [m for m in store.live_legacy_members(self.zk, self.root, self.group) if not m.is_jvm]
-            behind = members_behind(GroupFacts(self.state, tuple(members)))
-            if not behind or time.monotonic() > deadline:
-                return behind
+            members = store.live_legacy_members(self.zk, self.root, self.group)
+            nodes = store.node_acks(self.zk, self.root, self.group)
+            behind = not_acknowledged(GroupFacts(self.state, tuple(members), nodes=tuple(nodes)))
+            if not behind:
+                return
+            if time.monotonic() > deadline:
+                raise PhaseNotAcknowledged(self.group, self.state, self.ack_timeout_s, behind)
             time.sleep(0.1)
 
     def commit_to_log(self, offsets: dict[Partition, int], if_greater: bool = True) -> dict[Partition, int]:
@@ -252,12 +270,12 @@ class Runner:
         now_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
         say: Callable[[str], None] = print,
         progress: Callable[[int, str], Callable[[int], None]] | None = None,
-        member_wait_s: float = MEMBER_WAIT_S,
+        ack_timeout_s: float = ACK_TIMEOUT_S,
     ):
         self.zk, self.channel, self.steps, self.root = zk, channel, steps, root
         self.now_ms, self.say = now_ms, say
         self.progress = progress or (lambda total, what: lambda n: None)
-        self.member_wait_s = member_wait_s
+        self.ack_timeout_s = ack_timeout_s
 
     def groups(self) -> list[str]:
         """Groups to consider for ``--all``: every ZooKeeper group, and every group with a migration state."""
@@ -333,6 +351,7 @@ class Runner:
                 break  # later steps' checks depend on this one's effect
             self._write(ctx, ctx.state.begin(step.name, way, self.now_ms()))
             getattr(step.module, way)(ctx)
+            ctx.wait_for_acks()  # a step that left the phase alone still reports done only once it is followed
             reasons = step.check(ctx, f"after_{way}")
             if reasons:
                 lines = "\n".join(f"  - {reason}" for reason in reasons)
@@ -362,7 +381,7 @@ class Runner:
             allow_rewind=allow_rewind,
             say=self.say,
             progress=self.progress,
-            member_wait_s=self.member_wait_s,
+            ack_timeout_s=self.ack_timeout_s,
         )
 
 
