@@ -3,7 +3,8 @@
 Real node processes on a real ZooKeeper. A node acknowledges the epoch it has applied in an ephemeral znode
 while it caches the group's migration state (docs/migration.md, "A phase change is acknowledged"); a SIGSTOPped
 coordinator cannot, so the step waits, times out naming it, stays under way, and completes once the node
-runs again. A node that never served the group has no cached phase and is not waited for.
+runs again. A node that never served the group has no cached phase and is not waited for, and a node that
+hands the group's partition over withdraws its acknowledgement.
 """
 
 import signal
@@ -34,12 +35,17 @@ WAIT_S = 15.0
 
 
 @pytest.fixture
-def nodes(zk, zk_connect, tmp_path):
+def cluster(zk, zk_connect, tmp_path):
     prepare_cluster(zk, {"t": 2})
-    with Cluster(zk_connect, tmp_path / "log", tmp_path, NODE_OVERRIDES) as cluster:
-        cluster.start([1, 2])
-        cluster.wait_balanced(zk)
-        yield cluster
+    with Cluster(zk_connect, tmp_path / "log", tmp_path, NODE_OVERRIDES) as nodes:
+        yield nodes
+
+
+@pytest.fixture
+def nodes(cluster, zk):
+    cluster.start([1, 2])
+    cluster.wait_balanced(zk)
+    return cluster
 
 
 @pytest.fixture
@@ -73,15 +79,17 @@ def steps_dir(tmp_path):
     return directory
 
 
-def serve_group(zk) -> int:
-    """An OffsetFetch that reads the group's phase, so its coordinator caches it; the coordinator's node id."""
+def serve_group(zk, epoch: int = -1) -> int:
+    """An OffsetFetch that reads the group's phase, so its coordinator caches it and acknowledges ``epoch``; the
+    coordinator's node id."""
     channel = CoordinatorChannel(lambda: discover_nodes(zk, ROOT), "test", 5000)
     try:
         answer, (coordinator, _) = channel.call_coordinator(GROUP, "OffsetFetch", group_id=GROUP, topics=None)
     finally:
         channel.close()
     assert answer["error_code"] == 0, answer
-    eventually(lambda: store.node_acks(zk, ROOT, GROUP) == [NodeAck(str(coordinator), -1)], WAIT_S, "the ack")
+    acknowledged = [NodeAck(str(coordinator), epoch)]
+    eventually(lambda: store.node_acks(zk, ROOT, GROUP) == acknowledged, WAIT_S, "the acknowledgement")
     return coordinator
 
 
@@ -133,3 +141,36 @@ def test_a_node_that_does_not_serve_the_group_is_not_waited_for(nodes, zk, zk_co
         assert store.node_acks(zk, ROOT, GROUP) == [NodeAck(str(coordinator), 2)]
     finally:
         other.signal(signal.SIGCONT)
+
+
+def test_a_node_that_hands_the_group_over_withdraws_its_acknowledgement(cluster, zk, zk_connect, steps_dir, capsys):
+    cluster.start([1])
+    cluster.wait_balanced(zk)
+    assert serve_group(zk) == 1
+    cluster.start([2])
+    cluster.wait_balanced(zk)  # the group's partition (1) moves to node 2; node 1 unloads it
+    eventually(lambda: store.node_acks(zk, ROOT, GROUP) == [], WAIT_S, "node 1 to withdraw its acknowledgement")
+    assert serve_group(zk) == 2
+    cluster.nodes[1].signal(signal.SIGSTOP)  # no longer follows the group: the step must not wait for it
+    try:
+        code, _, err = migrate(capsys, zk_connect, steps_dir, "up", "--ack-timeout", "5000")
+    finally:
+        cluster.nodes[1].signal(signal.SIGCONT)
+    assert code == 0, err
+    assert store.node_acks(zk, ROOT, GROUP) == [NodeAck("2", 1)]
+
+
+def test_a_coordinator_whose_session_expired_no_longer_counts_and_acknowledges_afresh(
+    nodes, zk, zk_connect, steps_dir, capsys
+):
+    coordinator = nodes.nodes[serve_group(zk)]
+    coordinator.signal(signal.SIGSTOP)
+    try:
+        eventually(lambda: store.node_acks(zk, ROOT, GROUP) == [], WAIT_S, "ZooKeeper to expire the stopped node")
+        code, _, err = migrate(capsys, zk_connect, steps_dir, "up", "--ack-timeout", "5000")
+        assert code == 0, err
+    finally:
+        coordinator.signal(signal.SIGCONT)
+    nodes.wait_balanced(zk)
+    serving = serve_group(zk, epoch=1)
+    assert store.node_acks(zk, ROOT, GROUP) == [NodeAck(str(serving), 1)]
