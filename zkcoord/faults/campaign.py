@@ -244,6 +244,14 @@ class FaultRun:
         for thread in threads:
             thread.join()
         self._restart_the_fallen()
+        self.refresh()
+        healed = {kind: dict(view.processed_up_to) for kind, view in self.views.items()}
+        took = self.wait_for(
+            "every partition processed again after the last heal",
+            lambda: self._unserved(healed),
+            options.recovery_timeout_s,
+        )
+        say(f"  seed {self.schedule.seed}: every partition served again {took:.1f} s after the window")
         self.emit("compare.phase", phase="drain")
         partitions = [TopicPartition(t, p) for t in self.topics.values() for p in range(options.partitions)]
         ends = {(tp.topic, tp.partition): end for tp, end in self.production.stop(partitions).items()}
@@ -258,8 +266,18 @@ class FaultRun:
             },
             options.recovery_timeout_s,
         )
-        say(f"  seed {self.schedule.seed}: all {sum(ends.values())} records processed {took:.1f} s after the window")
+        say(f"  seed {self.schedule.seed}: all {sum(ends.values())} records processed {took:.1f} s into the drain")
         self.emit("compare.phase", phase="end")
+
+    def _unserved(self, marks: dict[str, dict]) -> list[tuple[str, int]]:
+        """Partitions whose processing has not moved past ``marks`` (per group kind, as ``processed_up_to``)."""
+        return [
+            (topic, partition)
+            for kind, view in self.views.items()
+            for topic, count in view.topics.items()
+            for partition in range(count)
+            if view.processed_up_to.get((topic, partition), -1) <= marks[kind].get((topic, partition), -1)
+        ]
 
     def _unsettled(self) -> list[str]:
         now_ms = int(time.time() * 1000)
@@ -293,7 +311,8 @@ class FaultRun:
             began = time.monotonic()
             try:
                 done = subprocess.run(command, capture_output=True, text=True, timeout=MIGRATE_TIMEOUT_S)
-                outcome, said = done.returncode, (done.stderr or done.stdout).strip().splitlines()[-1:]
+                output = done.stdout if done.returncode == 0 else done.stderr or done.stdout
+                outcome, said = done.returncode, output.strip().splitlines()[-1:]
             except subprocess.TimeoutExpired:
                 outcome, said = "timeout", []
             entry = {"direction": move.direction, "to": to, "exit": outcome, "said": said}

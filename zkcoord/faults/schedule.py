@@ -53,7 +53,7 @@ class Shape:
     window_ms: int = 20_000
     faults: tuple[int, int] = (3, 6)  # how many per run, inclusive
     max_concurrent: int = 2
-    migration_moves: tuple[int, int] = (2, 4)
+    migration_moves: tuple[int, int] = (3, 6)
 
 
 @dataclass(frozen=True)
