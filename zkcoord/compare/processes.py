@@ -9,7 +9,9 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -23,6 +25,23 @@ log = logging.getLogger(__name__)
 
 class RunFailed(Exception):
     """A step did not settle, or the members did not catch up, in time."""
+
+
+POLL_TICK_S = 0.05
+
+
+def poll_until(what: str, check: Callable[[], object], timeout: float) -> float:
+    """Call ``check`` (what is still wrong; it may raise) until it finds nothing; returns the seconds it took.
+
+    :class:`RunFailed` names ``what`` and what was still wrong after ``timeout`` seconds."""
+    started = time.monotonic()
+    while True:
+        left = check()
+        if not left:
+            return time.monotonic() - started
+        if time.monotonic() - started > timeout:
+            raise RunFailed(f"{what} not reached in {timeout:.0f} s: {left}")
+        time.sleep(POLL_TICK_S)
 
 
 class MemberProcess:

@@ -26,7 +26,14 @@ from kazoo.client import KazooClient
 
 from zkcoord.channel import CoordinatorChannel
 from zkcoord.compare.member import client_member_config, legacy_member_config
-from zkcoord.compare.processes import MemberProcess, RunFailed, TraceTail, node_requests, zookeeper_counts
+from zkcoord.compare.processes import (
+    MemberProcess,
+    RunFailed,
+    TraceTail,
+    node_requests,
+    poll_until,
+    zookeeper_counts,
+)
 from zkcoord.compare.production import KAFKA, kafka_endpoint, open_production, source_kind
 from zkcoord.compare.scenarios import (
     SCENARIOS,
@@ -117,19 +124,16 @@ class ScenarioRun:
 
     def wait_for(self, what: str, check: Callable[[], list[str] | dict], timeout: float) -> float:
         """Poll ``check`` (what is still wrong) until it finds nothing; returns the seconds it took."""
-        started = time.monotonic()
-        while True:
+
+        def still_wrong() -> list[str] | dict:
             self.refresh()
             for process in self.members.values():
                 if process.process.poll() is not None:
                     tail = process.log_path.read_text(errors="replace")[-2000:]
                     raise RunFailed(f"member {process.instance} exited ({process.process.returncode}):\n{tail}")
-            left = check()
-            if not left:
-                return time.monotonic() - started
-            if time.monotonic() - started > timeout:
-                raise RunFailed(f"{what} not reached in {timeout:.0f} s: {left}")
-            time.sleep(TICK_S)
+            return check()
+
+        return poll_until(what, still_wrong, timeout)
 
     def settle(self) -> float:
         return self.wait_for(

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from zkcoord.compare.history import HANDOVER_SLACK_MS, HistoryReport, check_history, summary_table
 from zkcoord.compare.member import client_member_config, legacy_member_config
-from zkcoord.compare.processes import MemberProcess, RunFailed, TraceTail
+from zkcoord.compare.processes import MemberProcess, TraceTail, poll_until
 from zkcoord.compare.production import SyntheticProduction
 from zkcoord.compare.scenarios import GroupView
 from zkcoord.faults.cluster import MemberSlot, Nemesis, NodeSlot, available_kinds
@@ -44,7 +44,6 @@ log = logging.getLogger(__name__)
 
 RESULTS = "runs.jsonl"
 RUNNER = "runner.jsonl"
-TICK_S = 0.05
 LEGACY, CLIENT = "legacy", "client"
 MIGRATE_TIMEOUT_S = 60.0
 
@@ -123,15 +122,11 @@ class FaultRun:
                     self.views[kind].apply(event)
 
     def wait_for(self, what: str, check: Callable[[], object], timeout: float) -> float:
-        started = time.monotonic()
-        while True:
+        def still_wrong() -> object:
             self.refresh()
-            left = check()
-            if not left:
-                return time.monotonic() - started
-            if time.monotonic() - started > timeout:
-                raise RunFailed(f"{what} not reached in {timeout:.0f} s: {left}")
-            time.sleep(TICK_S)
+            return check()
+
+        return poll_until(what, still_wrong, timeout)
 
     # -- processes --
 

@@ -88,11 +88,15 @@ def watch_state(
 
 def advertise(client: KazooClient, root: str, group: str, consumer_id: str, data: bytes) -> None:
     """Create or replace a legacy member's ephemeral advertisement (see ``layout.encode_legacy_advert``)."""
-    path = layout.legacy_advert_path(root, group, consumer_id)
+    _put_ephemeral(client, layout.legacy_advert_path(root, group, consumer_id), data)
+
+
+def _put_ephemeral(client: KazooClient, path: str, data: bytes) -> None:
+    """Replace the data of this session's ephemeral at ``path``, creating it if it does not exist."""
     try:
-        client.create(path, data, ephemeral=True, makepath=True)
-    except NodeExistsError:
         client.set(path, data)
+    except NoNodeError:
+        client.create(path, data, ephemeral=True, makepath=True)
 
 
 def live_legacy_members(client: KazooClient, root: str, group: str) -> list[LegacyMember]:
@@ -122,12 +126,7 @@ def live_legacy_members(client: KazooClient, root: str, group: str) -> list[Lega
 
 def write_node_ack(client: KazooClient, root: str, group: str, node_id: int, epoch: int) -> None:
     """Create or replace a coordinator node's ephemeral acknowledgement of the epoch it has applied."""
-    path = layout.node_ack_path(root, group, node_id)
-    data = layout.encode_node_ack(epoch)
-    try:
-        client.set(path, data)
-    except NoNodeError:
-        client.create(path, data, ephemeral=True, makepath=True)
+    _put_ephemeral(client, layout.node_ack_path(root, group, node_id), layout.encode_node_ack(epoch))
 
 
 def node_acks(client: KazooClient, root: str, group: str) -> list[NodeAck]:
