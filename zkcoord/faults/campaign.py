@@ -100,6 +100,7 @@ class FaultRun:
         self.migrations: list[dict] = []
         self.production: SyntheticProduction | None = None
         self.disk: LogDisk | None = None
+        self.direct_connect = self.chroot = ""  # the run's chroot on ZooKeeper, set when it starts
         self._writer: JsonLinesTraceWriter | None = None
         self._lock = threading.Lock()
 
@@ -193,39 +194,9 @@ class FaultRun:
         return record
 
     def _run(self, say: Callable[[str], None]) -> None:
-        options = self.options
-        base = self.zookeeper.connect_string
-        connect = fresh_chroot(base, f"faults-{self.schedule.seed}")
-        self.chroot = connect[len(base) :]
-        self.direct_connect = connect
-        with started_client(connect) as client:
-            admin.register_broker(client, 0, "localhost", 9092, timestamp_ms=1, persistent=True)
-        self.production = SyntheticProduction(options.rate, _Context(connect))
-        self.production.create_topics({topic: options.partitions for topic in self.topics.values()})
-        overrides = {
-            "offsets.topic.num.partitions": 6,
-            "zookeeper.session.timeout.ms": options.session_timeout_ms,
-            "group.min.session.timeout.ms": min(6000, options.session_timeout_ms),
-        }
-        shape = self.shape
-        self.disk = LogDisk(self.out / "log-disk").__enter__()
-        for name in shape.nodes:
-            node_id = int(name.split("-")[1])
-            self.nodes[name] = NodeSlot(
-                node_id, (HOST, self.zookeeper.port), self.chroot, self.disk.directory / "offsets", self.out, overrides
-            )
-        for slot in self.nodes.values():
-            self.start_node(slot)
-        for slot in self.nodes.values():
-            slot.process.wait_serving()
-        for name in shape.legacy_members:
-            self.members[name] = MemberSlot(name, LEGACY, (HOST, self.zookeeper.port))
-        for name in shape.client_members:
-            self.members[name] = MemberSlot(name, CLIENT, (HOST, self.zookeeper.port))
-        for name in self.members:
-            self.start_member(name)
+        self._start_processes()
         self.emit("compare.phase", phase="warmup")
-        self.wait_for("settled groups", self._unsettled, options.recovery_timeout_s)
+        self.wait_for("settled groups", self._unsettled, self.options.recovery_timeout_s)
         self.emit("compare.phase", phase="measure")
         nemesis = Nemesis(
             self.zookeeper, self.disk, self.nodes, self.members, self.emit, self.start_member, self.start_node
@@ -239,6 +210,43 @@ class FaultRun:
         for thread in threads:
             thread.join()
         self._restart_the_fallen()
+        self._recover_and_drain(say)
+        self.emit("compare.phase", phase="end")
+
+    def _start_processes(self) -> None:
+        """The run's chroot and topics, the shared log disk, the nodes, then the members."""
+        options, shape = self.options, self.shape
+        base = self.zookeeper.connect_string
+        self.direct_connect = fresh_chroot(base, f"faults-{self.schedule.seed}")
+        self.chroot = self.direct_connect[len(base) :]
+        with started_client(self.direct_connect) as client:
+            admin.register_broker(client, 0, "localhost", 9092, timestamp_ms=1, persistent=True)
+        self.production = SyntheticProduction(options.rate, _Context(self.direct_connect))
+        self.production.create_topics({topic: options.partitions for topic in self.topics.values()})
+        overrides = {
+            "offsets.topic.num.partitions": 6,
+            "zookeeper.session.timeout.ms": options.session_timeout_ms,
+            "group.min.session.timeout.ms": min(6000, options.session_timeout_ms),
+        }
+        self.disk = LogDisk(self.out / "log-disk").__enter__()
+        zk_address = (HOST, self.zookeeper.port)
+        for node_id, name in enumerate(shape.nodes, 1):
+            self.nodes[name] = NodeSlot(
+                node_id, zk_address, self.chroot, self.disk.directory / "offsets", self.out, overrides
+            )
+        for slot in self.nodes.values():
+            self.start_node(slot)
+        for slot in self.nodes.values():
+            slot.process.wait_serving()
+        for kind, names in ((LEGACY, shape.legacy_members), (CLIENT, shape.client_members)):
+            for name in names:
+                self.members[name] = MemberSlot(name, kind, zk_address)
+                self.start_member(name)
+
+    def _recover_and_drain(self, say: Callable[[str], None]) -> None:
+        """Wait until every partition is processed again after the last heal, then stop production and wait until
+        every record produced is processed."""
+        options = self.options
         self.refresh()
         healed = {kind: dict(view.processed_up_to) for kind, view in self.views.items()}
         took = self.wait_for(
@@ -262,7 +270,6 @@ class FaultRun:
             options.recovery_timeout_s,
         )
         say(f"  seed {self.schedule.seed}: all {sum(ends.values())} records processed {took:.1f} s into the drain")
-        self.emit("compare.phase", phase="end")
 
     def _unserved(self, marks: dict[str, dict]) -> list[tuple[str, int]]:
         """Partitions whose processing has not moved past ``marks`` (per group kind, as ``processed_up_to``)."""
@@ -399,8 +406,9 @@ def run_campaign(options: CampaignOptions, say: Callable[[str], None] = print) -
 def describe(record: dict) -> str:
     report = HistoryReport.from_json(record["report"])
     kinds = ", ".join(sorted({v.kind for v in report.violations})) or "none"
+    verdict = record["status"] if record["status"] != "ok" or not report.violations else "broke a rule"
     line = (
-        f"{record['status']} in {record['duration_s']:.0f} s: violations {len(report.violations)} ({kinds}), "
+        f"{verdict} in {record['duration_s']:.0f} s: violations {len(report.violations)} ({kinds}), "
         f"acknowledged commits {report.acknowledged_commits} (lost {report.lost}), duplicates {report.duplicates}"
     )
     extra = ([record["detail"]] if record["detail"] else []) + record["problems"]
