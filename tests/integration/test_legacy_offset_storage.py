@@ -18,13 +18,13 @@ from cluster_support import Cluster, GroupClient, commit_retriable, eventually, 
 from legacy_support import Recorder, member, prepare_cluster
 
 from zkcoord.config import build_config
-from zkcoord.errors import CommitFailedError, ConfigError, CoordinatorMembersError
+from zkcoord.errors import CommitFailedError, ConfigError, CoordinatorMembersError, ZkcoordError
 from zkcoord.legacy.config import LegacyConsumerConfig
 from zkcoord.legacy.offsets import mode_for
 from zkcoord.log.inspect import scan_partition
 from zkcoord.log.segment import partition_directories
 from zkcoord.migration import store
-from zkcoord.migration.phases import LOG, MAX, MIRROR, ZK, MigrationState, Phase
+from zkcoord.migration.phases import LOG, MAX, MIRROR, ZK, MigrationState, Phase, encode_state
 from zkcoord.model import TopicPartition
 from zkcoord.offsets.records import OffsetCommitKey, decode_key, decode_value
 from zkcoord.testing.zookeeper import expire_session, wait_until
@@ -311,6 +311,68 @@ def test_the_phase_overrides_the_config_and_a_live_change_switches_mode_and_adve
         ]
     finally:
         consumer.close()
+
+
+GARBAGE = b"\x00 not a migration state"
+
+
+def test_an_unreadable_migration_state_keeps_the_member_in_the_mode_it_followed(zk, zk_connect, cluster, caplog):
+    """Fail closed: garbage in the migration znode must not send a LOG_ONLY member back to its ZooKeeper config
+    (acknowledged commits would miss the log, whose older offsets are read again once the znode is repaired)."""
+    store.write_state(zk, ROOT, "g", MigrationState(Phase.LOG_ONLY, 3), store.NO_VERSION)
+    path = layout.migration_path(ROOT, "g")
+    with member(zk_connect, "m0", subscription={"topics": {"t": 1}}) as consumer:  # offsets.storage=zookeeper
+        consumer.commit({T0: 10})
+        zk.set(path, GARBAGE)
+        wait_until(lambda: f"{path}: not a migration state" in caplog.text, what="the member to read the garbage")
+        consumer.commit({T0: 11})
+        consumer.commit({T0: 12})
+        assert logged(cluster)[T0] == 12 and zk_offset(zk, T0) is None
+        assert advert(zk, consumer)["epoch"] == 3, "no new epoch is acknowledged"
+        warnings = [r.getMessage() for r in caplog.records if "unreadable migration state" in r.getMessage()]
+        assert len(warnings) == 1, warnings  # once per change of the znode, not per commit
+        assert f"{path}: not a migration state" in warnings[0] and "keeps following phase LOG_ONLY" in warnings[0]
+
+        zk.set(path, encode_state(MigrationState(Phase.LOG_ONLY, 4)))  # the watch brings the repair at once
+        wait_until(lambda: advert(zk, consumer)["epoch"] == 4, what="the repaired state's advertisement")
+        consumer.commit({T0: 13})
+        assert logged(cluster)[T0] == 13 and zk_offset(zk, T0) is None
+
+
+def test_a_member_started_on_an_unreadable_migration_state_neither_commits_nor_fetches_until_repaired(
+    zk, zk_connect, cluster, wire
+):
+    store.write_state(zk, ROOT, "g", MigrationState(Phase.LOG_ONLY, 3), store.NO_VERSION)
+    assert simple_commit(wire, {T0: 30}) == {T0: 0}
+    set_zk_offset(zk, T0, 5)  # older: where a member that guessed ZooKeeper would start
+    path = layout.migration_path(ROOT, "g")
+    zk.set(path, GARBAGE)
+    recorder = Recorder()
+    fast = {**KAFKA, "offsets.storage": "zookeeper", "rebalance.max.retries": 200}
+    consumer = member(zk_connect, "m0", recorder=recorder, subscription={"topics": {"t": 1}}, **fast)
+    starter = threading.Thread(target=consumer.start)
+    starter.start()
+    try:
+        first = recorder.wait_for("legacy.rebalance_attempt", timeout=10)[0]
+        assert first["outcome"] == "error" and first["claimed"] == [], "no offset fetched under a guessed mode"
+        assert "migration state cannot be read" in first["error"] and path in first["error"]
+        assert starter.is_alive() and consumer.offsets_mode is None and consumer.owned_partitions() == set()
+        with pytest.raises(CommitFailedError, match="migration state cannot be read"):
+            consumer.commit()
+        with pytest.raises(ZkcoordError, match="migration state cannot be read"):
+            consumer.committed(T0)
+        assert advert(zk, consumer) is None, "no mode, no advertisement"
+        assert zk_offset(zk, T0) == 5 and logged(cluster) == {T0: 30}
+
+        zk.set(path, encode_state(MigrationState(Phase.LOG_ONLY, 3)))
+        starter.join(timeout=60)
+        assert not starter.is_alive()
+        assert consumer.position(T0) == 30 and advert(zk, consumer)["epoch"] == 3
+        consumer.commit({T0: 31})
+        assert logged(cluster)[T0] == 31 and zk_offset(zk, T0) == 5
+    finally:
+        consumer.close()
+        starter.join(timeout=60)
 
 
 def test_advertisement_is_ephemeral_and_recreated_after_session_expiry(zk, zk_connect):

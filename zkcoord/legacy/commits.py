@@ -2,8 +2,9 @@
 
 Where is the offsets mode (:mod:`zkcoord.legacy.offsets`): ZooKeeper's offset znodes, the coordinator's offsets
 log, or both; the group's migration phase, watched from startup, wins over ``offsets.storage`` and
-``dual.commit.enabled``. When: ``commit()``, auto-commit every interval (never during a rebalance), before a
-rebalance releases, after a failed attempt with auto-commit on, and at shutdown with
+``dual.commit.enabled``. A state znode holding foreign data fails closed: the member keeps the mode it followed,
+or, with none yet, neither commits nor fetches. When: ``commit()``, auto-commit every interval (never during a
+rebalance), before a rebalance releases, after a failed attempt with auto-commit on, and at shutdown with
 ``offsets.commit.max.retries`` retries. ZooKeeper gets the positions that moved since their checkpoint; the
 log gets every position (KAFKA-1510). Fetches follow the mode's read rule, after the claim.
 
@@ -24,7 +25,7 @@ from zkcoord.legacy.context import MemberContext, MemberPart
 from zkcoord.legacy.offsets import LogOffsets, LogUnavailableError, OffsetsMode, mode_for
 from zkcoord.legacy.ownership import ZkOps
 from zkcoord.legacy.stream import Owned
-from zkcoord.migration.phases import LOG, ZK, MigrationState, read_offset
+from zkcoord.migration.phases import LOG, ZK, MigrationState, MigrationStateError, read_offset
 from zkcoord.model import TopicPartition
 from zkcoord.zk import layout
 
@@ -37,6 +38,7 @@ class OffsetCommits(MemberPart):
     def __init__(self, context: MemberContext, log_offsets: LogOffsets):
         super().__init__(context)
         self.mode: OffsetsMode | None = None  # set by the migration-state watch at startup
+        self.unreadable: str | None = None  # why the group's migration state cannot be read now, if it cannot
         self._log = log_offsets
         # Held by every commit, fetch and advertisement write: the log channel serves one request at a
         # time, and a new mode is advertised only once no commit or fetch of the old one is under way.
@@ -49,6 +51,9 @@ class OffsetCommits(MemberPart):
         next commit or fetch follows it. True if the mode changed: its advertisement is then due."""
         mode = mode_for(self._config.offsets_storage, self._config.dual_commit, state)
         previous = self.mode
+        if self.unreadable is not None:
+            self.unreadable = None
+            log.info("migration state readable again member=%s", self._consumer_id)
         if mode == previous:
             return False
         self.mode = mode
@@ -66,9 +71,39 @@ class OffsetCommits(MemberPart):
         self._trace.emit("legacy.offsets_mode", **mode.trace_fields())
         return True
 
+    def keep_mode(self, error: MigrationStateError) -> None:
+        """The group's migration znode holds foreign data: fail closed. Falling back to the config could take
+        a group at LOG_ONLY to ZooKeeper only (acknowledged commits the log never sees, then older offsets read
+        back from the log), so the member keeps the mode it follows and advertises no new epoch; with no mode
+        yet, commits and fetches fail until the znode reads again (the watch brings the repair at once)."""
+        self.unreadable = str(error)
+        if self.mode is None:
+            log.error(
+                "unreadable migration state member=%s: %s; no offset commit or fetch until it reads again",
+                self._consumer_id,
+                error,
+            )
+        else:
+            log.warning(
+                "unreadable migration state member=%s: %s; keeps following %s until it reads again",
+                self._consumer_id,
+                error,
+                self.mode.describe(),
+            )
+
+    def _mode_in_force(self, failure: type[ZkcoordError]) -> OffsetsMode:
+        """The mode to commit or fetch under; ``failure`` when there is none (the state was never readable)."""
+        if self.mode is None:
+            raise failure(
+                f"no offsets mode to follow: the group's migration state cannot be read ({self.unreadable}); "
+                "nothing is committed or fetched until it reads again"
+            )
+        return self.mode
+
     @contextlib.contextmanager
-    def settled_mode(self) -> Iterator[OffsetsMode]:
-        """The mode in force, with no commit or fetch under way until the block ends (for its advertisement)."""
+    def settled_mode(self) -> Iterator[OffsetsMode | None]:
+        """The mode in force (None: none yet), with no commit or fetch under way until the block ends (for
+        its advertisement)."""
         with self._lock:
             yield self.mode
 
@@ -86,7 +121,7 @@ class OffsetCommits(MemberPart):
         """``(offset to start from, ZooKeeper's offset if it was read)`` per partition, as the read rule says:
         ZooKeeper, the log, or the larger of both (§5.2)."""
         with self._lock:
-            reads = self.mode.reads
+            reads = self._mode_in_force(ZkcoordError).reads
             zk = self._read_zk_offsets(partitions, ops) if reads != LOG else {}
             logged = self._fetch_log_offsets(partitions) if reads != ZK else {}
         return {tp: (read_offset(reads, zk.get(tp), logged.get(tp)), zk.get(tp)) for tp in partitions}
@@ -94,7 +129,7 @@ class OffsetCommits(MemberPart):
     def committed(self, partition: TopicPartition) -> int | None:
         """The committed offset as the read rule sees it; None when there is none."""
         with self._lock:
-            reads = self.mode.reads
+            reads = self._mode_in_force(ZkcoordError).reads
             zk = self._read_zk_offsets([partition], ZkOps())[partition] if reads != LOG else None
             logged = self._log.fetch([partition])[partition] if reads != ZK else None
         offset = read_offset(reads, zk, logged)
@@ -145,7 +180,7 @@ class OffsetCommits(MemberPart):
         position (-1: nothing committed, nothing consumed yet) is not committed anywhere.
         """
         with self._lock:
-            mode = self.mode
+            mode = self._mode_in_force(CommitFailedError)
             positions = {
                 tp: (owned, owned.position) for tp, owned in self._ownership.registry.items() if owned.position >= 0
             }

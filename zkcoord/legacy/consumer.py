@@ -226,7 +226,8 @@ class LegacyConsumer:
 
     @property
     def offsets_mode(self) -> OffsetsMode | None:
-        """Where the member commits and reads offsets now (None before :meth:`start`)."""
+        """Where the member commits and reads offsets now (None before :meth:`start`, and while its group's
+        migration state has never been readable: it then neither commits nor fetches)."""
         return None if self._commits is None else self._commits.mode
 
     @property
@@ -291,7 +292,13 @@ class LegacyConsumer:
         if self._lifecycle.closing:  # closed while connecting: leave no session behind
             self._zk.stop()
             raise ZkcoordError("the consumer was closed while starting")
-        self._stop_state_watch = watch_state(self._zk, self._root, self._group, self._membership.on_migration_state)
+        self._stop_state_watch = watch_state(
+            self._zk,
+            self._root,
+            self._group,
+            self._membership.on_migration_state,
+            self._membership.on_unreadable_migration_state,
+        )
         self._check_no_coordinator_members()
         if not self._membership.register():  # closed while registering (Ctrl-C): start no greenlet close() would miss
             raise ZkcoordError("the consumer was closed while starting")
@@ -348,7 +355,7 @@ class LegacyConsumer:
             state, members = self._commits.describe_group()
         except LogUnavailableError as error:
             mode = self._commits.mode
-            if mode.uses_log:
+            if mode is not None and mode.uses_log:
                 raise LogUnavailableError(
                     f"{error}; this member keeps offsets in the log (it follows {mode.describe()}) "
                     "and cannot start without the group's coordinator"

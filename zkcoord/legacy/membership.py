@@ -21,7 +21,7 @@ from zkcoord.legacy.context import MemberContext, MemberPart
 from zkcoord.legacy.ownership import OwnerNodes
 from zkcoord.legacy.rebalance import Rebalancer
 from zkcoord.legacy.states import AfterConnect
-from zkcoord.migration.phases import MigrationState
+from zkcoord.migration.phases import MigrationState, MigrationStateError
 from zkcoord.migration.store import advertise
 from zkcoord.model import TopicPartition
 from zkcoord.zk import layout
@@ -124,12 +124,21 @@ class Membership(MemberPart):
         if self._commits.follow(state):
             self._advert_wanted.set()
 
+    def on_unreadable_migration_state(self, error: MigrationStateError) -> None:
+        """Foreign data in the group's migration znode (a kazoo callback): the member fails closed, keeping
+        the mode and advertisement it has (an unknown phase is not acknowledged)."""
+        if not self._lifecycle.closing:
+            self._commits.keep_mode(error)
+
     def write_advertisement(self) -> bool:
         """Write the advertisement of the mode in force, once no commit or fetch of an older mode is under way
-        (so an epoch is advertised only when the member follows it). False if it could not be written now."""
+        (so an epoch is advertised only when the member follows it). None written while the member has no
+        mode (its group's migration state was never readable). False if it could not be written now."""
         self._advert_wanted.clear()
         try:
             with self._commits.settled_mode() as mode:
+                if mode is None:
+                    return True
                 advertise(self._zk, self._config.zkcoord_root, self._group, self._consumer_id, mode.advert())
         except KazooException as error:
             log.warning("cannot write the advertisement member=%s error=%r; retrying", self._consumer_id, error)
