@@ -33,7 +33,7 @@ from wire_client import WireClient
 from zkcoord.migration.phases import MigrationState, Phase, encode_state
 from zkcoord.migration.store import NO_VERSION, read_state, write_state
 from zkcoord.model import TopicPartition
-from zkcoord.server.migration import accepted_offsets, join_refusal_message, max_fetch_response
+from zkcoord.server.steps import accepted_offsets, join_refusal_message, max_fetch_response
 from zkcoord.testing.node_process import HOST
 from zkcoord.wire.messages import (
     OffsetCommitRequest,

@@ -77,7 +77,7 @@ class NodeMetrics:
             "loading_partitions": sorted(coordinator.loading),
             "offset_commits": self.offset_commits,
             "partition_load_time_max_ms": self.partition_load_time_max_ms,
-            "migration_mirror": self._node.migrations.mirror_stats(),
+            "migration_mirror": self._node.mirror.stats(),
         }
 
     def collect(self):

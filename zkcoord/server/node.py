@@ -34,6 +34,7 @@ from zkcoord.server.connection import WireServer
 from zkcoord.server.identity import NodeIdentity
 from zkcoord.server.metrics import NodeMetrics
 from zkcoord.server.migration import GroupMigrations
+from zkcoord.server.mirror import OffsetMirror
 from zkcoord.server.steps import MigrationSteps
 from zkcoord.wire.codec import API_NAMES
 from zkcoord.wire.messages import Request
@@ -72,7 +73,8 @@ class CoordinatorNode:
         self.coordinator = GroupCoordinator(config.coordinator, self.clock.now_ms())
         self.logs = DurableLogs(self.log_dir, config.log, self.clock)
         self.epochs: dict[int, int] = {}
-        self.migrations = GroupMigrations(config.server.root, node_id, self.clock)
+        self.migrations = GroupMigrations(config.server.root, node_id)
+        self.mirror = OffsetMirror(self.migrations, self.clock)
         self.metrics = NodeMetrics(self)
         self.cluster = ZooKeeperCluster()
         self.runtime = CoordinatorRuntime(
@@ -80,7 +82,7 @@ class CoordinatorNode:
             self.logs,
             self.cluster,
             self.clock,
-            steps=MigrationSteps(self.migrations, self.coordinator),
+            steps=MigrationSteps(self.migrations, self.mirror, self.coordinator),
             on_append_done=self._on_append_done,
         )
         self.server = WireServer(
@@ -125,6 +127,7 @@ class CoordinatorNode:
         self.zk.start(timeout=server.zookeeper_connection_timeout_ms / 1000)
         self.zk.add_listener(self._on_zookeeper_state)
         self.migrations.start(self.zk)
+        self.mirror.start(self.zk)
         ensure_partition_count(self.zk, server.root, self.config.coordinator.offsets_topic_num_partitions)
         self.server.start()
         port = self.server.address[1]
@@ -191,7 +194,8 @@ class CoordinatorNode:
         self.runtime.enter(lambda now: self.coordinator.shutdown())
         self.server.stop(self.config.server.shutdown_timeout_ms / 1000)
         # Commits answered until now are still owed to ZooKeeper: the mirror gets the same bound to catch up.
-        self.migrations.stop(self.config.server.shutdown_timeout_ms / 1000)
+        self.mirror.stop(self.config.server.shutdown_timeout_ms / 1000)
+        self.migrations.stop()
         gevent.killall(self._greenlets, timeout=1)
         self.cluster.stop()
         if self.zk is not None:
