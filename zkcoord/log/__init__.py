@@ -5,16 +5,16 @@ docs/offsets-log.md describes the on-disk format and the durability policies. Th
 only when asked for, so that Spark jobs can decode segments without gevent in their process.
 """
 
+import importlib
+
 from zkcoord.log.config import LogConfig
 from zkcoord.log.format import Batch, LogFormatError
 
 __all__ = ["AppendResult", "Batch", "LogConfig", "LogFormatError", "PartitionLog", "RecoveryReport"]
-_FROM_PARTITION = ("AppendResult", "PartitionLog", "RecoveryReport")
+_LAZY_MODULES = {"AppendResult": "appender", "PartitionLog": "partition", "RecoveryReport": "recovery"}
 
 
 def __getattr__(name: str):
-    if name in _FROM_PARTITION:
-        from zkcoord.log import partition
-
-        return getattr(partition, name)
+    if name in _LAZY_MODULES:
+        return getattr(importlib.import_module(f"zkcoord.log.{_LAZY_MODULES[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
