@@ -15,8 +15,9 @@ import pytest
 from zkcoord.errors import ConfigError
 from zkcoord.testing.zookeeper import drop_connection, expire_session, wait_until
 from zkcoord.zk import layout
-from zkcoord.zk.election import PartitionElection, ensure_partition_count, read_leaders
+from zkcoord.zk.election import PartitionElection
 from zkcoord.zk.layout import ZnodeDecodeError
+from zkcoord.zk.leader_znodes import ensure_partition_count, read_leaders
 from zkcoord.zk.nodes import NodeRegistry, read_nodes
 from zkcoord.zk.session import HubThread, make_kazoo_client
 
@@ -388,7 +389,8 @@ def test_the_election_works_under_monkey_patching(zk_connect, zk):
         from gevent import monkey
         monkey.patch_all()
         import json, time
-        from zkcoord.zk.election import PartitionElection, read_leaders
+        from zkcoord.zk.election import PartitionElection
+        from zkcoord.zk.leader_znodes import read_leaders
         from zkcoord.zk.nodes import NodeRegistry
         from zkcoord.zk.session import make_kazoo_client
 

@@ -32,7 +32,7 @@ from zkcoord.log.partition import PartitionLog
 from zkcoord.log.segment import partition_directories
 from zkcoord.runtime.durable import OFFSETS_TOPIC
 from zkcoord.zk import layout
-from zkcoord.zk.election import raise_partition_epoch
+from zkcoord.zk.leader_znodes import raise_partition_epoch
 
 EPOCH_AHEAD = "leader epoch ahead of ZooKeeper"
 

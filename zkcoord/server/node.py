@@ -39,7 +39,8 @@ from zkcoord.server.steps import MigrationSteps
 from zkcoord.wire.codec import API_NAMES
 from zkcoord.wire.messages import Request
 from zkcoord.zk import layout
-from zkcoord.zk.election import PartitionElection, ensure_partition_count
+from zkcoord.zk.election import PartitionElection
+from zkcoord.zk.leader_znodes import ensure_partition_count
 from zkcoord.zk.nodes import NodeRegistry, previous_session_wait_s
 from zkcoord.zk.session import make_kazoo_client
 

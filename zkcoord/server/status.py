@@ -12,7 +12,7 @@ from kazoo.exceptions import NoNodeError
 from zkcoord.channel import WireConnection
 from zkcoord.errors import ErrorCode, ZkcoordError
 from zkcoord.zk import layout
-from zkcoord.zk.election import read_leaders
+from zkcoord.zk.leader_znodes import read_leaders
 from zkcoord.zk.nodes import read_nodes
 
 
