@@ -125,6 +125,24 @@ def test_session_expiry_of_a_crashed_member_hands_its_partitions_over():
     assert 1000 <= took < 3000
 
 
+@pytest.mark.parametrize("instance_id", [None, "resumed"])
+def test_a_member_resumed_after_its_session_owns_nothing_from_its_first_step(instance_id):
+    """A pause past the session (the process takes no step): the other member gets everything; the resumed one
+    gives its partitions up as it resumes, before any answer from the coordinator could tell it."""
+    sim, (other,) = group_of(1, session_timeout_ms=1000)
+    paused = sim.add("paused", instance_id=instance_id, session_timeout_ms=1000)
+    sim.run_until_settled()
+    paused.paused = True
+    sim.run_until_settled()  # the coordinator expired it
+    assert other.owned == sim.all_partitions()
+    paused.paused = False
+    paused.step(sim.harness.now)  # resumed: its first step, before any answer from the coordinator
+    sim.check_exclusive()
+    assert paused.owned == set() and paused.callbacks[-1][0] == "lost"
+    sim.run_until_settled()
+    assert paused.owned and other.owned
+
+
 operations = st.lists(
     st.tuples(st.sampled_from(["join", "close", "crash", "run", "stall"]), st.integers(0, 7)), min_size=1, max_size=12
 )
@@ -187,9 +205,9 @@ def _answer(member, now, api, response):
     member.on_response(send.tag, read_response(api, response), now)
 
 
-def _stable_member():
+def _stable_member(instance=None):
     """A member STABLE in generation 1 that sent a heartbeat at 400 ms, not yet answered (driven by hand)."""
-    config = MembershipConfig("g", None, 3000, 300, 60000, 100, 30000, 300000)
+    config = MembershipConfig("g", instance, 3000, 300, 60000, 100, 30000, 300000)
     member = GroupMember(config, [assignor_for("range")], 0)
     member.subscribe(["t"], now_ms=0)
     member.tick(0)
@@ -212,18 +230,76 @@ def test_a_hung_coordinator_is_given_up_after_a_session_even_with_a_heartbeat_in
     assert member.coordinator is None
 
 
-def test_a_coordinator_found_after_a_long_failover_gets_a_whole_session():
+def test_a_coordinator_found_again_within_the_session_gets_the_same_generations_heartbeats():
     member = _stable_member()
-    _answer(member, 400, "Heartbeat", {"error_code": 0})
+    _answer(member, 400, "Heartbeat", {"error_code": 0})  # sent at 400: the session lasts until 3400
     member.coordinator_lost(500, "closed by the node")
-    for now in range(500, 4500, 100):
-        member.tick(now)
+    member.tick(3000)
+    _answer(member, 3000, "FindCoordinator", {"error_code": 0, "node_id": 2, "host": "h2", "port": 2})
+    member.tick(3300)
+    assert [s.api for s in member.take_sends()] == ["Heartbeat"]
+    assert member.generation == 1 and member.owned
+
+
+def _lost(member):
+    return [e.lost for e in member.take_events() if isinstance(e, Reconcile) and e.lost]
+
+
+@pytest.mark.parametrize("instance", [None, "static-1"])
+def test_a_member_unanswered_for_a_session_loses_its_partitions_by_its_own_clock_and_rejoins(instance):
+    """A pause or a partition past session.timeout.ms: the coordinator has expired the member (static ones too)."""
+    member = _stable_member(instance)  # SyncGroup sent at 1, heartbeat sent at 400 and never answered
+    member.take_events()
+    member.take_sends()
+    member.tick(3000)
+    assert not _lost(member) and not member.session_expired(3000)
+    member.tick(3001)
+    (event,) = [e for e in member.take_events() if isinstance(e, Reconcile)]
+    assert event.lost == (TopicPartition("t", 0),) and event.owned == ()
+    assert member.owned == frozenset() and member.generation == -1 and member.state == MemberState.UNJOINED
+    assert member.coordinator is None  # it did not answer either: found again before the join
+    (find,) = member.take_sends()
+    found = read_response("FindCoordinator", {"error_code": 0, "node_id": 1, "host": "h1", "port": 1})
+    member.on_response(find.tag, found, 3002)
+    assert not member.take_sends()  # no JoinGroup before on_partitions_lost ran
+    member.ack(event.event_id, 3003)
+    (join,) = member.take_sends()
+    assert join.fields["member_id"] == "m"  # a coordinator that kept it (a failover) takes it back as known
+
+
+def test_an_answer_read_after_a_pause_does_not_renew_the_session():
+    """The heartbeat sent at 400 is answered at once but read only after the pause: the coordinator heard the
+    member at 400 at best, so its session ended at 3001 whatever the answer says."""
+    member = _stable_member()
+    member.take_events()
+    _answer(member, 6800, "Heartbeat", {"error_code": 0})
+    assert _lost(member) == [(TopicPartition("t", 0),)]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.integers(1, 4000), st.booleans()), min_size=1, max_size=12))
+def test_partitions_are_held_exactly_until_a_session_after_the_last_confirmed_heartbeat(steps):
+    """Each step: time passes, then the member's clock runs or the heartbeat in flight is answered. It owns its
+    partitions until a session after the sending of the last heartbeat answered (or of the SyncGroup), never less."""
+    member = _stable_member()
+    member.take_events()
+    (heartbeat,) = member.take_sends()
+    confirmed, now, in_flight = 1, 400, (heartbeat.tag, 400)  # the SyncGroup was sent at 1, the heartbeat at 400
+    for elapsed, answered in steps:
+        now += elapsed
+        if answered and in_flight is not None:
+            (tag, confirmed), in_flight = in_flight, None
+            member.on_response(tag, read_response("Heartbeat", {"error_code": 0}), now)
+        else:
+            member.tick(now)
         for send in member.take_sends():
-            member.on_response(send.tag, read_response(send.api, {"error_code": 15}), now)
-    member.tick(4500)
-    _answer(member, 4500, "FindCoordinator", {"error_code": 0, "node_id": 2, "host": "h2", "port": 2})
-    assert member.coordinator is not None
-    assert "Heartbeat" in [s.api for s in member.take_sends()]
+            if send.api == "Heartbeat":
+                in_flight = (send.tag, now)
+        if now < confirmed + 3000:
+            assert not _lost(member) and member.owned, (now, confirmed)
+        else:
+            assert _lost(member) == [(TopicPartition("t", 0),)] and member.generation == -1, (now, confirmed)
+            return
 
 
 def test_a_heartbeat_in_flight_does_not_make_the_worker_spin():

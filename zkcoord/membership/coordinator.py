@@ -2,9 +2,9 @@
 
 :class:`CoordinatorLink` owns the :class:`~zkcoord.membership.states.CoordinatorState` machine: FindCoordinator
 until a node names the coordinator, then, while the member holds a generation, a Heartbeat every
-heartbeat.interval.ms. Kafka's session timer decides when an unanswering coordinator is given up. What a
-heartbeat's answer means for the membership (a rebalance, a lost generation, a fenced instance) is the
-member's to decide; the link only keeps the timers and the coordinator.
+heartbeat.interval.ms, and when the coordinator last confirmed the member's session. What a heartbeat's answer
+(or its absence for a whole session) means for the membership is the member's to decide; the link only keeps
+the timers and the coordinator.
 
 Pure: no IO. Imports only zkcoord.errors, zkcoord.membership.effects and .states; must not import
 zkcoord.membership.member (it imports this module).
@@ -43,11 +43,13 @@ class CoordinatorLink:
         self._tag = tag
         self.state = CoordinatorState.INITIALIZED if config.group_id else CoordinatorState.DOWN
         self.coordinator: tuple[int, str, int] | None = None  # node id, host, port
-        self.last_heartbeat_ms = now_ms  # the last heartbeat answer, or the sync that started the heartbeats
+        # When the last request the coordinator answered for this generation was sent: the coordinator heard the
+        # member no earlier, so the member's session there lasts at least until this + session.timeout.ms.
+        self.last_heartbeat_ms = now_ms
         self._find_tag: tuple | None = None
         self._heartbeat_tag: tuple | None = None
+        self._heartbeat_sent_ms = now_ms
         self._next_heartbeat_ms: int | None = None  # None: no generation to heartbeat for
-        self._session_timer_ms = now_ms  # Kafka's Heartbeat.sessionTimer: restarted by an answer or a new coordinator
 
     @property
     def needs_discovery(self) -> bool:
@@ -61,12 +63,19 @@ class CoordinatorLink:
         if self.state != CoordinatorState.DOWN:
             self.state = CoordinatorState.INITIALIZED
 
+    @property
+    def session_deadline_ms(self) -> int | None:
+        """When the coordinator may expire the member unless it answers a heartbeat first; None without heartbeats."""
+        if self._next_heartbeat_ms is None:
+            return None
+        return self.last_heartbeat_ms + self._config.session_timeout_ms
+
     def deadlines(self) -> list[int]:
-        """When the session expires and the next heartbeat is due, while the member heartbeats."""
-        if self._next_heartbeat_ms is None or self.coordinator is None:
+        """When the session ends and the next heartbeat is due, while the member heartbeats."""
+        if self._next_heartbeat_ms is None:
             return []
-        deadlines = [self._session_started_ms() + self._config.session_timeout_ms + 1]
-        if self._heartbeat_tag is None:
+        deadlines = [self.session_deadline_ms]
+        if self._heartbeat_tag is None and self.coordinator is not None:
             deadlines.append(self._next_heartbeat_ms)
         return deadlines
 
@@ -90,16 +99,13 @@ class CoordinatorLink:
             return True
         self.coordinator = (response.node_id, response.host, response.port)
         self.state = CoordinatorState.STABLE
-        # Kafka's heartbeat.resetSessionTimeout(): a coordinator found after a long failover gets a whole
-        # session to answer a heartbeat before it is given up as unreachable.
-        self._session_timer_ms = now_ms
         return False
 
     # ---- heartbeats ------------------------------------------------------------------------------------------
 
-    def start_heartbeats(self, now_ms: int) -> None:
-        """The member synced a generation: heartbeat from now on."""
-        self.last_heartbeat_ms = now_ms
+    def start_heartbeats(self, now_ms: int, sync_sent_ms: int) -> None:
+        """The member synced a generation with a SyncGroup sent at ``sync_sent_ms``: heartbeat from now on."""
+        self.last_heartbeat_ms = sync_sent_ms
         self._next_heartbeat_ms = now_ms + self._config.heartbeat_interval_ms
 
     def stop_heartbeats(self) -> None:
@@ -108,21 +114,11 @@ class CoordinatorLink:
         self._next_heartbeat_ms = None
 
     def heartbeat(self, now_ms: int, identity: Callable[[], dict]) -> None:
-        """Send a Heartbeat (``identity()``'s fields) when one is due; give the coordinator up after a session
-        without an answer."""
-        if self._next_heartbeat_ms is None:
-            return
-        if now_ms - self._session_started_ms() > self._config.session_timeout_ms:
-            # Kafka's heartbeat thread: no answer for a whole session means the coordinator is unreachable, also
-            # with a heartbeat in flight (a paused or partitioned coordinator never answers it; a late answer is
-            # stale).
-            self._session_timer_ms = now_ms
-            self._heartbeat_tag = None
-            self.lost(now_ms, "no heartbeat answer within session.timeout.ms")
-            return
-        if self._heartbeat_tag is not None or now_ms < self._next_heartbeat_ms:
+        """Send a Heartbeat (``identity()``'s fields) when one is due."""
+        if self._next_heartbeat_ms is None or self._heartbeat_tag is not None or now_ms < self._next_heartbeat_ms:
             return
         self._heartbeat_tag = self._tag("heartbeat")
+        self._heartbeat_sent_ms = now_ms
         timeout = self._config.request_timeout_ms
         self._outbox.send(Send(COORDINATOR, "Heartbeat", identity(), self._heartbeat_tag, timeout))
 
@@ -138,12 +134,8 @@ class CoordinatorLink:
         code = error_code(response)
         self._next_heartbeat_ms = now_ms + self._config.heartbeat_interval_ms
         if code in (E.NONE, E.REBALANCE_IN_PROGRESS):
-            self.last_heartbeat_ms = now_ms
+            self.last_heartbeat_ms = self._heartbeat_sent_ms
         elif code is None or code in COORDINATOR_GONE:
             self.lost(now_ms, "heartbeat failed")
             self._next_heartbeat_ms = now_ms + self._config.retry_backoff_ms
         return code
-
-    def _session_started_ms(self) -> int:
-        """Kafka's session timer: restarted by a heartbeat answer, the sync starting heartbeats, a new coordinator."""
-        return max(self.last_heartbeat_ms, self._session_timer_ms)

@@ -8,7 +8,9 @@ to run. Time is an argument. The worker in ``zkcoord.client.worker`` does the IO
 
 Rebalance callbacks are the poll side's: the member hands it a :class:`Reconcile` (partitions lost, revoked,
 assigned) and waits for :meth:`GroupMember.ack` before it goes on — an eager member joins only after its
-revocation was acknowledged, which is what makes ownership exclusive.
+revocation was acknowledged, which is what makes ownership exclusive. A member whose coordinator has confirmed
+nothing for session.timeout.ms (the member was paused, or cut off) has been expired there by now: it reports
+its partitions lost by its own clock (:meth:`GroupMember.session_expired`) and joins again.
 
 This module is the member's state machine (``MemberState``, with its table in ``zkcoord.membership.states``):
 joining, syncing, reconciling, leaving. It hands the rest to its parts: finding the coordinator and heartbeating
@@ -96,6 +98,7 @@ class GroupMember:
         self._requests = ApplicationRequests(config, self._outbox, self._tag)
         self._pending: Reconcile | None = None
         self._group_request: tuple | None = None  # tag of the in-flight JoinGroup/SyncGroup/leader Metadata
+        self._sync_sent_ms = now_ms
         self._rejoin_needed = False
         self._not_before_ms = now_ms  # backoff for discovery and joins
         self._last_poll_ms = now_ms
@@ -121,8 +124,18 @@ class GroupMember:
 
     @property
     def last_heartbeat_ms(self) -> int:
-        """When the coordinator last answered a heartbeat (or the sync that started the heartbeats)."""
+        """When the last heartbeat the coordinator answered (or the sync that started the heartbeats) was sent."""
         return self._link.last_heartbeat_ms
+
+    def session_expired(self, now_ms: int) -> bool:
+        """Whether the member holds a generation its coordinator has not confirmed for session.timeout.ms.
+
+        The coordinator has expired the member by then and may have handed its partitions to others, so :meth:`tick`
+        reports them lost. The poll side asks this from its own thread before it fetches: it reads only values the
+        worker replaces whole.
+        """
+        deadline = self._link.session_deadline_ms
+        return deadline is not None and self.state in HEARTBEAT_STATES and now_ms >= deadline
 
     @property
     def poll_timed_out(self) -> bool:
@@ -239,6 +252,7 @@ class GroupMember:
         if self.state in (S.LEFT, S.FATAL):
             return
         self._check_poll_timeout(now_ms)
+        self._check_session(now_ms)
         if self._link.needs_discovery and now_ms >= self._not_before_ms:
             self._link.find()
         self._subscription.refresh(now_ms)
@@ -355,6 +369,7 @@ class GroupMember:
     def _send_sync(self, assignments: list[dict], now_ms: int) -> None:
         fields = sync_group(self.config, self.generation, self.member_id, self.protocol_name, assignments)
         self._group_request = self._tag("sync")
+        self._sync_sent_ms = now_ms
         self._outbox.send(Send(COORDINATOR, "SyncGroup", fields, self._group_request, self._timeout()))
 
     def _on_sync(self, tag: tuple, response: Response | None, now_ms: int) -> None:
@@ -378,8 +393,8 @@ class GroupMember:
         if assignor is not None:
             assignor.on_assignment(assignment, self.generation)
         new = frozenset(TopicPartition(*tp) for tp in assignment.assigned_partitions)
+        self._link.start_heartbeats(now_ms, self._sync_sent_ms)  # first: the poll side reads the session's deadline
         self._transition(S.ASSIGNING_PARTITIONS, now_ms)
-        self._link.start_heartbeats(now_ms)
         revoked = tuple(sorted(self.owned - new))
         if self.protocol == COOPERATIVE:
             added = tuple(sorted(new - self.owned))
@@ -426,6 +441,24 @@ class GroupMember:
         )
         self._poll_timed_out = True
         self._drop_everything("max.poll.interval.ms exceeded", now_ms, leave=True)
+
+    def _check_session(self, now_ms: int) -> None:
+        """Kafka's onPartitionsLost by the member's own clock: after a session without an answer the coordinator
+        has expired the member (a static one too), so its partitions may be someone else's already."""
+        if not self.session_expired(now_ms):
+            return
+        log.warning(
+            "group=%s member=%s: no heartbeat answer within session.timeout.ms=%d; its partitions are lost",
+            self.config.group_id,
+            self.member_id,
+            self.config.session_timeout_ms,
+        )
+        # The coordinator did not answer either: find it again (one FindCoordinator if it is fine).
+        self.coordinator_lost(now_ms, "no heartbeat answer within session.timeout.ms")
+        # The member id stays: a coordinator that still knows it (it failed over and kept the group) takes the
+        # rejoin as a known member's; one that expired it answers UNKNOWN_MEMBER_ID and the member joins as new.
+        self.generation = -1
+        self._lose_everything(now_ms)
 
     def _drop_everything(self, reason: str, now_ms: int, leave: bool) -> None:
         """Forget the generation (sending LeaveGroup if dynamic and asked) and report owned partitions lost."""

@@ -55,6 +55,7 @@ class SimulatedMember:
         self.owned: set[TopicPartition] = set()  # what the poll side believes it owns
         self.polling = True
         self.alive = True
+        self.paused = False  # stopped (SIGSTOP): takes no step and counts for no one's exclusivity meanwhile
         self.fatal: Exception | None = None
         self.callbacks: list[tuple[str, tuple[TopicPartition, ...]]] = []
         self._connections: dict[str, list[tuple[RequestHandle, Send]]] = {"coordinator": [], ANY_NODE: []}
@@ -134,7 +135,8 @@ class MembershipSimulation:
 
     @property
     def live(self) -> list[SimulatedMember]:
-        return [m for m in self.members if m.alive]
+        """The members that run: alive and not paused."""
+        return [m for m in self.members if m.alive and not m.paused]
 
     def run(self, ms: int, step_ms: int = 10, check: bool = True) -> None:
         """Advance ``ms``; unless ``check`` is off, assert exclusive ownership after every member's step."""
