@@ -358,3 +358,39 @@ def test_a_source_failing_on_one_partition_loses_no_record_of_another(make_consu
         for tp, batch in consumer.poll(100).items():
             offsets.setdefault(tp, []).extend(r.offset for r in batch)
     assert offsets == {T[0]: list(range(30)), T[1]: list(range(30))}
+
+
+def test_records_of_partitions_revoked_while_the_source_answered_are_not_handed_out(make_consumer):
+    """Java's fetcher drops what it fetched for a partition no longer assigned: poll() returns no record of a
+    partition the rebalance took away while the source was answering."""
+    fetching, release = threading.Event(), threading.Event()
+
+    class Held(SyntheticSource):
+        hold = False
+
+        def fetch(self, partition, offset, max_records):
+            if self.hold:
+                fetching.set()
+                release.wait(10)
+            return super().fetch(partition, offset, max_records)
+
+    group = new_group()
+    source = Held(initial_records=30)
+    first = make_consumer("t", group=group, enable_auto_commit=False, source=source)
+    drive([first], lambda: len(first.assignment()) == 4)
+    source.hold = True
+    polled = {}
+    poller = threading.Thread(target=lambda: polled.update(first.poll(0)))
+    poller.start()
+    try:
+        assert fetching.wait(10)
+        make_consumer("t", group=group)  # joins: first's worker hands over an eager revocation of everything
+        deadline = time.monotonic() + 10
+        while first.member_state != "REVOKING_PARTITIONS":
+            assert time.monotonic() < deadline, first.member_state
+            time.sleep(0.01)
+    finally:
+        source.hold = False
+        release.set()
+        poller.join(10)
+    assert polled == {} and first.assignment() == set()

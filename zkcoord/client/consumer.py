@@ -7,7 +7,9 @@ so heartbeats go on while the caller processes records, sleeps or runs CPU-bound
 queues: commands to the worker, events (rebalances, completed async commits, fatal errors) back to poll().
 
 Ownership is exclusive because the worker does not go on after a revocation until poll() has run the callbacks
-and acknowledged it (eager: before it rejoins; cooperative: before the follow-up rebalance).
+and acknowledged it (eager: before it rejoins; cooperative: before the follow-up rebalance), because poll() hands
+out no record once the member's session is over by its own clock (a pause, a partition: the partitions are lost
+first), and because it drops the fetched records of partitions given up while it fetched, as Java's fetcher does.
 
 The poll side's parts: partitions and positions in ``zkcoord.client.subscription``, commits and committed offsets
 in ``zkcoord.client.commits``, the rebalance listener and its callbacks in ``zkcoord.client.rebalance``, trace
@@ -187,10 +189,16 @@ class Consumer:
             self._worker.wake()  # evicted for not polling: rejoin now rather than at the worker's next deadline
         while True:
             self._handle_events(block_s=0)
+            self._end_expired_session()
             self._commits.maybe_auto_commit()
-            records = self._fetch(limit)
-            if records:
-                return records
+            fetched = self._fetch(limit)
+            if fetched:
+                # What the worker decided while the source answered: a session over, partitions revoked or lost.
+                self._end_expired_session()
+                self._handle_events(block_s=0)
+                records = self._take(fetched)
+                if records:
+                    return records
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return {}
@@ -211,12 +219,35 @@ class Consumer:
                 self._iterator_records = [r for records in batch.values() for r in records][::-1]
         return self._iterator_records.pop()
 
-    def _fetch(self, limit: int) -> dict[TopicPartition, list[Record]]:
+    def _end_expired_session(self) -> None:
+        """A member whose session is over by its own clock has lost its partitions: run that before a record goes out.
+
+        The worker notices it too, but the poll thread may resume from a pause first, with the source at hand.
+        """
+        if self._state.in_group and self._member.session_expired(self._clock.now_ms()):
+            self._worker.end_session(self.config.default_api_timeout_ms / 1000)
+            self._handle_events(block_s=0)
+
+    def _take(self, fetched: dict[TopicPartition, tuple[int, list[Record]]]) -> dict[TopicPartition, list[Record]]:
+        """The records of partitions still read from the position they were fetched at, each position moved past
+        them; Java's fetcher drops the rest likewise (revoked, lost or sought since the fetch)."""
+        records = {
+            partition: batch
+            for partition, (position, batch) in fetched.items()
+            if self._state.positions.get(partition) == position
+        }
+        for partition, batch in records.items():
+            self._state.positions[partition] = batch[-1].offset + 1
+        self._trace.consumed(records)
+        return records
+
+    def _fetch(self, limit: int) -> dict[TopicPartition, tuple[int, list[Record]]]:
+        """Up to ``limit`` records, by partition with the position each was read from; positions do not move."""
         partitions = self._state.fetchable()
         if not partitions:
             return {}
         self._resolve_positions(partitions)
-        result: dict[TopicPartition, list[Record]] = {}
+        result: dict[TopicPartition, tuple[int, list[Record]]] = {}
         count = 0
         start = self._fetch_start % len(partitions)
         self._fetch_start += 1  # rotate so no partition starves the others
@@ -239,10 +270,8 @@ class Consumer:
                     break
                 raise
             if records:
-                result[partition] = records
+                result[partition] = (position, records)
                 count += len(records)
-                self._state.positions[partition] = records[-1].offset + 1
-        self._trace.consumed(result)
         return result
 
     def _resolve_positions(self, partitions: Iterable[TopicPartition]) -> None:

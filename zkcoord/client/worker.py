@@ -28,7 +28,7 @@ from zkcoord.wire.codec import read_response
 from zkcoord.wire.connection import ClientConnection, ProtocolError
 from zkcoord.wire.messages import Response
 from zkcoord.zk.nodes import discover_nodes
-from zkcoord.zk.session import HubThread, make_kazoo_client
+from zkcoord.zk.session import HubThread, ThreadResult, make_kazoo_client
 
 log = logging.getLogger(__name__)
 
@@ -162,6 +162,20 @@ class Worker:
     def wake(self) -> None:
         """Make the loop run now (e.g. to act on a new :attr:`last_poll_ms`); safe from any thread."""
         self._hub.hub.loop.run_callback_threadsafe(self._wake.set)
+
+    def end_session(self, timeout: float) -> None:
+        """Let the member act on its clock now (a session over: its partitions lost) and return once what it
+        decided is on the poll side's queue; for the poll side, which must not hand out records meanwhile."""
+        queued = ThreadResult()
+
+        def tick(member: GroupMember, _: int) -> None:
+            now = self._clock.now_ms()  # the poll side's clock reading is newer than this loop's
+            member.tick(now)
+            self._flush(now)
+            queued.set()
+
+        self.submit(tick)
+        queued.get(timeout)
 
     def call(self, fn: Callable[[], Any], timeout: float = 30.0) -> Any:
         """Run ``fn()`` in the worker and return its result (for snapshots; never for network waits)."""
