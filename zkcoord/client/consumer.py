@@ -222,9 +222,13 @@ class Consumer:
     def _end_expired_session(self) -> None:
         """A member whose session is over by its own clock has lost its partitions: run that before a record goes out.
 
-        The worker notices it too, but the poll thread may resume from a pause first, with the source at hand.
+        The worker notices it too, but the poll thread may resume from a pause first, with the source at hand; and
+        a generation the worker already gave up may still have its loss on the way to this thread.
         """
-        if self._state.in_group and self._member.session_expired(self._clock.now_ms()):
+        if not self._state.in_group:
+            return
+        member = self._member
+        if member.session_expired(self._clock.now_ms()) or member.generation < 0 and self._state.assigned:
             self._worker.end_session(self.config.default_api_timeout_ms / 1000)
             self._handle_events(block_s=0)
 
