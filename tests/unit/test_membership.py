@@ -126,20 +126,23 @@ def test_session_expiry_of_a_crashed_member_hands_its_partitions_over():
 
 
 @pytest.mark.parametrize("instance_id", [None, "resumed"])
-def test_a_member_resumed_after_its_session_owns_nothing_from_its_first_step(instance_id):
+def test_a_member_resumed_after_its_session_reads_nothing_until_the_coordinator_ends_its_session(instance_id):
     """A pause past the session (the process takes no step): the other member gets everything; the resumed one
-    gives its partitions up as it resumes, before any answer from the coordinator could tell it."""
+    reads none of its partitions from its first step, before any answer, and reports them lost once the
+    coordinator says it expired the member."""
     sim, (other,) = group_of(1, session_timeout_ms=1000)
     paused = sim.add("paused", instance_id=instance_id, session_timeout_ms=1000)
     sim.run_until_settled()
     paused.paused = True
     sim.run_until_settled()  # the coordinator expired it
     assert other.owned == sim.all_partitions()
+    held = set(paused.owned)
     paused.paused = False
     paused.step(sim.harness.now)  # resumed: its first step, before any answer from the coordinator
     sim.check_exclusive()
-    assert paused.owned == set() and paused.callbacks[-1][0] == "lost"
-    sim.run_until_settled()
+    assert paused.reading(sim.harness.now) == set() and paused.owned == held and paused.callbacks[-1][0] != "lost"
+    sim.run_until_settled()  # run() checks that no partition is read by both meanwhile
+    assert ("lost", tuple(sorted(held))) in paused.callbacks
     assert paused.owned and other.owned
 
 
@@ -241,65 +244,137 @@ def test_a_coordinator_found_again_within_the_session_gets_the_same_generations_
     assert member.generation == 1 and member.owned
 
 
-def _lost(member):
-    return [e.lost for e in member.take_events() if isinstance(e, Reconcile) and e.lost]
+def _reconciles(member):
+    return [e for e in member.take_events() if isinstance(e, Reconcile)]
 
 
-@pytest.mark.parametrize("instance", [None, "static-1"])
-def test_a_member_unanswered_for_a_session_loses_its_partitions_by_its_own_clock_and_rejoins(instance):
-    """A pause or a partition past session.timeout.ms: the coordinator has expired the member (static ones too)."""
-    member = _stable_member(instance)  # SyncGroup sent at 1, heartbeat sent at 400 and never answered
+def _doubtful_member(instance=None):
+    """A member whose session is in doubt at 3001: nothing it sent since the SyncGroup (at 1) was answered."""
+    member = _stable_member(instance)  # the heartbeat sent at 400 is never answered
     member.take_events()
     member.take_sends()
     member.tick(3000)
-    assert not _lost(member) and not member.session_expired(3000)
+    assert not member.session_in_doubt(3000)
     member.tick(3001)
-    (event,) = [e for e in member.take_events() if isinstance(e, Reconcile)]
-    assert event.lost == (TopicPartition("t", 0),) and event.owned == ()
-    assert member.owned == frozenset() and member.generation == -1 and member.state == MemberState.UNJOINED
-    assert member.coordinator is None  # it did not answer either: found again before the join
-    (find,) = member.take_sends()
-    found = read_response("FindCoordinator", {"error_code": 0, "node_id": 1, "host": "h1", "port": 1})
-    member.on_response(find.tag, found, 3002)
-    assert not member.take_sends()  # no JoinGroup before on_partitions_lost ran
-    member.ack(event.event_id, 3003)
-    (join,) = member.take_sends()
-    assert join.fields["member_id"] == "m"  # a coordinator that kept it (a failover) takes it back as known
+    assert member.session_in_doubt(3001)
+    return member
 
 
-def test_an_answer_read_after_a_pause_does_not_renew_the_session():
+def _heartbeat_in_doubt(member, now):
+    """Let the member find its coordinator again (it gives it up after a session) and send a heartbeat at ``now``."""
+    member.tick(now)
+    assert member.coordinator is None
+    member.tick(now)
+    _answer(member, now, "FindCoordinator", {"error_code": 0, "node_id": 2, "host": "h2", "port": 2})
+    member.tick(now)
+    (heartbeat,) = [s for s in member.take_sends() if s.api == "Heartbeat"]
+    return heartbeat
+
+
+@pytest.mark.parametrize("instance", [None, "static-1"])
+def test_a_member_unanswered_for_a_session_holds_its_partitions_in_doubt_and_a_confirmation_resumes_it(instance):
+    """A coordinator failover longer than the session: the member reads nothing (the poll side asks
+    session_in_doubt) but loses nothing; the new coordinator's answer at the same generation resumes it, no
+    rebalance, no callback."""
+    member = _doubtful_member(instance)
+    assert member.owned == {TopicPartition("t", 0)} and member.generation == 1 and member.state == MemberState.STABLE
+    assert not _reconciles(member)
+    heartbeat = _heartbeat_in_doubt(member, 3100)
+    assert heartbeat.fields["generation_id"] == 1 and member.session_in_doubt(3100)
+    member.on_response(heartbeat.tag, read_response("Heartbeat", {"error_code": 0}), 3150)
+    assert not member.session_in_doubt(3150) and not member.session_in_doubt(6099)
+    assert not _reconciles(member) and member.generation == 1 and member.state == MemberState.STABLE
+
+
+@pytest.mark.parametrize("code", [22, 25])  # ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID
+def test_a_member_in_doubt_told_its_generation_is_over_loses_its_partitions_then_rejoins(code):
+    """The paused member's case: the coordinator expired it, so its partitions are lost (no commit), then it joins."""
+    member = _doubtful_member()
+    heartbeat = _heartbeat_in_doubt(member, 3100)
+    member.on_response(heartbeat.tag, read_response("Heartbeat", {"error_code": code}), 3150)
+    (event,) = _reconciles(member)
+    assert event.lost == (TopicPartition("t", 0),) and event.owned == () and not event.revoked
+    assert member.generation == -1 and not member.session_in_doubt(3150)
+    assert not [s for s in member.take_sends() if s.api == "JoinGroup"]  # not before on_partitions_lost ran
+    member.ack(event.event_id, 3200)
+    (join,) = [s for s in member.take_sends() if s.api == "JoinGroup"]
+    assert join.fields["member_id"] == ("" if code == 25 else "m")
+
+
+def test_a_member_in_doubt_told_of_a_rebalance_revokes_as_the_protocol_says():
+    member = _doubtful_member()
+    heartbeat = _heartbeat_in_doubt(member, 3100)
+    member.on_response(heartbeat.tag, read_response("Heartbeat", {"error_code": 27}), 3150)
+    assert not member.session_in_doubt(3150)  # the coordinator still had the member at 3100
+    (event,) = _reconciles(member)
+    assert event.revoked == (TopicPartition("t", 0),) and event.run_revoked and not event.lost
+
+
+def test_a_commit_the_coordinator_takes_in_doubt_confirms_the_session():
+    """OffsetCommit checks the generation and member id and renews the session: a commit answered 0 is proof."""
+    member = _doubtful_member()
+    member.tick(3100)
+    member.tick(3100)
+    _answer(member, 3100, "FindCoordinator", {"error_code": 0, "node_id": 2, "host": "h2", "port": 2})
+    member.take_sends()
+    member.request(7, "OffsetCommit", {"topics": []}, 3200, 60000)
+    (commit,) = [s for s in member.take_sends() if s.api == "OffsetCommit"]
+    assert commit.fields["generation_id"] == 1
+    member.on_response(commit.tag, read_response("OffsetCommit", {"topics": []}), 3250)
+    assert not member.session_in_doubt(3250) and member.session_in_doubt(6200)
+    assert not _reconciles(member)
+
+
+def test_an_answer_read_after_a_pause_does_not_end_the_doubt():
     """The heartbeat sent at 400 is answered at once but read only after the pause: the coordinator heard the
-    member at 400 at best, so its session ended at 3001 whatever the answer says."""
+    member at 400 at best, so it may have expired it at 3400; only a later answer tells, and nothing is lost yet.
+    The member asks at once: here the coordinator answers that it expired it."""
     member = _stable_member()
     member.take_events()
     _answer(member, 6800, "Heartbeat", {"error_code": 0})
-    assert _lost(member) == [(TopicPartition("t", 0),)]
+    assert member.session_in_doubt(6800) and member.owned and member.generation == 1
+    assert not _reconciles(member)
+    (heartbeat,) = member.take_sends()  # asked again at once, not a heartbeat.interval.ms later
+    member.on_response(heartbeat.tag, read_response("Heartbeat", {"error_code": 25}), 6810)
+    assert [e.lost for e in _reconciles(member)] == [(TopicPartition("t", 0),)]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.tuples(st.integers(1, 4000), st.booleans()), min_size=1, max_size=12))
-def test_partitions_are_held_exactly_until_a_session_after_the_last_confirmed_heartbeat(steps):
-    """Each step: time passes, then the member's clock runs or the heartbeat in flight is answered. It owns its
-    partitions until a session after the sending of the last heartbeat answered (or of the SyncGroup), never less."""
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.integers(1, 4000), st.sampled_from(["tick", "ok", "ok", "gone"])), max_size=14))
+def test_no_partition_is_read_after_a_session_unconfirmed_until_the_coordinator_confirms_it(steps):
+    """Each step: time passes, then the member's clock runs, or the heartbeat in flight is answered (0 or
+    UNKNOWN_MEMBER_ID). The poll side may read the member's partitions only before a session after the sending of
+    the last request confirmed; the member gives them up only when the coordinator says so."""
     member = _stable_member()
     member.take_events()
     (heartbeat,) = member.take_sends()
     confirmed, now, in_flight = 1, 400, (heartbeat.tag, 400)  # the SyncGroup was sent at 1, the heartbeat at 400
-    for elapsed, answered in steps:
+    for elapsed, action in steps:
         now += elapsed
-        if answered and in_flight is not None:
-            (tag, confirmed), in_flight = in_flight, None
-            member.on_response(tag, read_response("Heartbeat", {"error_code": 0}), now)
+        if action != "tick" and in_flight is not None:
+            (tag, sent), in_flight = in_flight, None
+            code = 0 if action == "ok" else 25
+            member.on_response(tag, read_response("Heartbeat", {"error_code": code}), now)
+            if code:
+                assert [e.lost for e in _reconciles(member)] == [(TopicPartition("t", 0),)]
+                assert member.generation == -1 and not member.session_in_doubt(now)
+                return
+            confirmed = max(confirmed, sent)
         else:
             member.tick(now)
-        for send in member.take_sends():
+        sends = member.take_sends()
+        while sends:
+            send = sends.pop()
             if send.api == "Heartbeat":
                 in_flight = (send.tag, now)
-        if now < confirmed + 3000:
-            assert not _lost(member) and member.owned, (now, confirmed)
-        else:
-            assert _lost(member) == [(TopicPartition("t", 0),)] and member.generation == -1, (now, confirmed)
-            return
+            elif send.api == "FindCoordinator":
+                found = {"error_code": 0, "node_id": 1, "host": "h1", "port": 1}
+                member.on_response(send.tag, read_response("FindCoordinator", found), now)
+                sends += member.take_sends()
+        if member.coordinator is None:
+            in_flight = None  # given up after a session without an answer: a late answer is stale
+        assert member.session_in_doubt(now) == (now >= confirmed + 3000), (now, confirmed)
+        assert not _reconciles(member) and member.owned and member.generation == 1
 
 
 def test_a_heartbeat_in_flight_does_not_make_the_worker_spin():

@@ -2,9 +2,10 @@
 
 :class:`CoordinatorLink` owns the :class:`~zkcoord.membership.states.CoordinatorState` machine: FindCoordinator
 until a node names the coordinator, then, while the member holds a generation, a Heartbeat every
-heartbeat.interval.ms, and when the coordinator last confirmed the member's session. What a heartbeat's answer
-(or its absence for a whole session) means for the membership is the member's to decide; the link only keeps
-the timers and the coordinator.
+heartbeat.interval.ms, and when the coordinator last confirmed the member's session. Kafka's session timer decides
+when an unanswering coordinator is given up (and found again). What a heartbeat's answer (or its absence for a
+whole session) means for the membership is the member's to decide; the link only keeps the timers and the
+coordinator.
 
 Pure: no IO. Imports only zkcoord.errors, zkcoord.membership.effects and .states; must not import
 zkcoord.membership.member (it imports this module).
@@ -50,6 +51,7 @@ class CoordinatorLink:
         self._heartbeat_tag: tuple | None = None
         self._heartbeat_sent_ms = now_ms
         self._next_heartbeat_ms: int | None = None  # None: no generation to heartbeat for
+        self._session_timer_ms = now_ms  # Kafka's Heartbeat.sessionTimer: restarted by an answer or a new coordinator
 
     @property
     def needs_discovery(self) -> bool:
@@ -65,19 +67,30 @@ class CoordinatorLink:
 
     @property
     def session_deadline_ms(self) -> int | None:
-        """When the coordinator may expire the member unless it answers a heartbeat first; None without heartbeats."""
+        """From when the coordinator may have expired the member, unless it confirms it; None without heartbeats."""
         if self._next_heartbeat_ms is None:
             return None
         return self.last_heartbeat_ms + self._config.session_timeout_ms
 
+    def confirmed(self, sent_ms: int) -> None:
+        """The coordinator accepted a request of this generation sent at ``sent_ms`` (a commit): it renewed the
+        member's session no earlier."""
+        self.last_heartbeat_ms = max(self.last_heartbeat_ms, sent_ms)
+
     def deadlines(self) -> list[int]:
-        """When the session ends and the next heartbeat is due, while the member heartbeats."""
-        if self._next_heartbeat_ms is None:
+        """When the coordinator is given up and the next heartbeat is due, while the member heartbeats."""
+        if self._next_heartbeat_ms is None or self.coordinator is None:
             return []
-        deadlines = [self.session_deadline_ms]
-        if self._heartbeat_tag is None and self.coordinator is not None:
-            deadlines.append(self._next_heartbeat_ms)
+        deadlines = [self._session_timer_ms + self._config.session_timeout_ms + 1, self.session_deadline_ms]
+        if self._heartbeat_tag is None:
+            deadlines.append(self._heartbeat_due_ms())
         return deadlines
+
+    def _heartbeat_due_ms(self) -> int:
+        """The next heartbeat's time; in doubt (past the session by the member's clock) only the coordinator's next
+        answer settles the member's fate, so it asks again after retry.backoff.ms rather than heartbeat.interval.ms."""
+        in_doubt = max(self._heartbeat_sent_ms + self._config.retry_backoff_ms, self.session_deadline_ms)
+        return min(self._next_heartbeat_ms, in_doubt)
 
     # ---- discovery -------------------------------------------------------------------------------------------
 
@@ -99,6 +112,9 @@ class CoordinatorLink:
             return True
         self.coordinator = (response.node_id, response.host, response.port)
         self.state = CoordinatorState.STABLE
+        # Kafka's heartbeat.resetSessionTimeout(): a coordinator found after a long failover gets a whole
+        # session to answer a heartbeat before it is given up as unreachable.
+        self._session_timer_ms = now_ms
         return False
 
     # ---- heartbeats ------------------------------------------------------------------------------------------
@@ -106,6 +122,7 @@ class CoordinatorLink:
     def start_heartbeats(self, now_ms: int, sync_sent_ms: int) -> None:
         """The member synced a generation with a SyncGroup sent at ``sync_sent_ms``: heartbeat from now on."""
         self.last_heartbeat_ms = sync_sent_ms
+        self._session_timer_ms = now_ms
         self._next_heartbeat_ms = now_ms + self._config.heartbeat_interval_ms
 
     def stop_heartbeats(self) -> None:
@@ -114,8 +131,19 @@ class CoordinatorLink:
         self._next_heartbeat_ms = None
 
     def heartbeat(self, now_ms: int, identity: Callable[[], dict]) -> None:
-        """Send a Heartbeat (``identity()``'s fields) when one is due."""
-        if self._next_heartbeat_ms is None or self._heartbeat_tag is not None or now_ms < self._next_heartbeat_ms:
+        """Send a Heartbeat (``identity()``'s fields) when one is due; give the coordinator up after a session
+        without an answer."""
+        if self._next_heartbeat_ms is None:
+            return
+        if now_ms - self._session_timer_ms > self._config.session_timeout_ms:
+            # Kafka's heartbeat thread: no answer for a whole session means the coordinator is unreachable, also
+            # with a heartbeat in flight (a paused or partitioned coordinator never answers it; a late answer is
+            # stale).
+            self._session_timer_ms = now_ms
+            self._heartbeat_tag = None
+            self.lost(now_ms, "no heartbeat answer within session.timeout.ms")
+            return
+        if self._heartbeat_tag is not None or now_ms < self._heartbeat_due_ms():
             return
         self._heartbeat_tag = self._tag("heartbeat")
         self._heartbeat_sent_ms = now_ms
@@ -134,7 +162,8 @@ class CoordinatorLink:
         code = error_code(response)
         self._next_heartbeat_ms = now_ms + self._config.heartbeat_interval_ms
         if code in (E.NONE, E.REBALANCE_IN_PROGRESS):
-            self.last_heartbeat_ms = self._heartbeat_sent_ms
+            self.confirmed(self._heartbeat_sent_ms)
+            self._session_timer_ms = now_ms
         elif code is None or code in COORDINATOR_GONE:
             self.lost(now_ms, "heartbeat failed")
             self._next_heartbeat_ms = now_ms + self._config.retry_backoff_ms

@@ -9,8 +9,10 @@ to run. Time is an argument. The worker in ``zkcoord.client.worker`` does the IO
 Rebalance callbacks are the poll side's: the member hands it a :class:`Reconcile` (partitions lost, revoked,
 assigned) and waits for :meth:`GroupMember.ack` before it goes on — an eager member joins only after its
 revocation was acknowledged, which is what makes ownership exclusive. A member whose coordinator has confirmed
-nothing for session.timeout.ms (the member was paused, or cut off) has been expired there by now: it reports
-its partitions lost by its own clock (:meth:`GroupMember.session_expired`) and joins again.
+nothing sent in the last session.timeout.ms (the member was paused, cut off, or the coordinator fails over) may
+have been expired there: its session is in doubt (:meth:`GroupMember.session_in_doubt`) and the poll side reads
+none of its partitions, until the coordinator confirms the generation (resume, no rebalance) or ends it
+(UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION: the partitions are lost, the member joins again).
 
 This module is the member's state machine (``MemberState``, with its table in ``zkcoord.membership.states``):
 joining, syncing, reconciling, leaving. It hands the rest to its parts: finding the coordinator and heartbeating
@@ -103,6 +105,7 @@ class GroupMember:
         self._not_before_ms = now_ms  # backoff for discovery and joins
         self._last_poll_ms = now_ms
         self._poll_timed_out = False
+        self._doubt_reported_ms: int | None = None  # the session deadline whose passing was logged
         self._leader_members: list[MemberSubscription] = []
 
     # ---- outputs ---------------------------------------------------------------------------------------------
@@ -127,12 +130,12 @@ class GroupMember:
         """When the last heartbeat the coordinator answered (or the sync that started the heartbeats) was sent."""
         return self._link.last_heartbeat_ms
 
-    def session_expired(self, now_ms: int) -> bool:
-        """Whether the member holds a generation its coordinator has not confirmed for session.timeout.ms.
+    def session_in_doubt(self, now_ms: int) -> bool:
+        """Whether the member holds a generation its coordinator confirmed nothing of for session.timeout.ms.
 
-        The coordinator has expired the member by then and may have handed its partitions to others, so :meth:`tick`
-        reports them lost. The poll side asks this from its own thread before it fetches: it reads only values the
-        worker replaces whole.
+        The coordinator may have expired the member by then and handed its partitions to others, or it may be
+        failing over and keep the member: only its next answer tells. Meanwhile the poll side hands out no record.
+        It asks this from its own thread: the member reads only values the worker replaces whole.
         """
         deadline = self._link.session_deadline_ms
         return deadline is not None and self.state in HEARTBEAT_STATES and now_ms >= deadline
@@ -443,22 +446,19 @@ class GroupMember:
         self._drop_everything("max.poll.interval.ms exceeded", now_ms, leave=True)
 
     def _check_session(self, now_ms: int) -> None:
-        """Kafka's onPartitionsLost by the member's own clock: after a session without an answer the coordinator
-        has expired the member (a static one too), so its partitions may be someone else's already."""
-        if not self.session_expired(now_ms):
+        """Log once that the session is in doubt; the next answer from the coordinator settles it."""
+        deadline = self._link.session_deadline_ms
+        if not self.session_in_doubt(now_ms) or deadline == self._doubt_reported_ms:
             return
+        self._doubt_reported_ms = deadline
         log.warning(
-            "group=%s member=%s: no heartbeat answer within session.timeout.ms=%d; its partitions are lost",
+            "group=%s member=%s: nothing confirmed by the coordinator within session.timeout.ms=%d; its partitions "
+            "are held unread until the coordinator confirms generation %d or ends it",
             self.config.group_id,
             self.member_id,
             self.config.session_timeout_ms,
+            self.generation,
         )
-        # The coordinator did not answer either: find it again (one FindCoordinator if it is fine).
-        self.coordinator_lost(now_ms, "no heartbeat answer within session.timeout.ms")
-        # The member id stays: a coordinator that still knows it (it failed over and kept the group) takes the
-        # rejoin as a known member's; one that expired it answers UNKNOWN_MEMBER_ID and the member joins as new.
-        self.generation = -1
-        self._lose_everything(now_ms)
 
     def _drop_everything(self, reason: str, now_ms: int, leave: bool) -> None:
         """Forget the generation (sending LeaveGroup if dynamic and asked) and report owned partitions lost."""
@@ -539,6 +539,9 @@ class GroupMember:
 
     def _on_application_answer(self, tag: tuple, response: Response | None, now_ms: int) -> None:
         answer = self._requests.on_response(tag, response, now_ms)
+        if answer.confirmed_sent_ms is not None and tag[1] == self.generation and self.state in HEARTBEAT_STATES:
+            # The coordinator checked this generation and member id and renewed the session as it took the commit.
+            self._link.confirmed(answer.confirmed_sent_ms)
         if answer.coordinator_lost is not None:
             self.coordinator_lost(now_ms, answer.coordinator_lost)
         if answer.fenced is not None:

@@ -48,6 +48,7 @@ class ApplicationRequest:
     fields: dict
     deadline_ms: int
     sent: bool = False
+    sent_ms: int = 0
     not_before_ms: int = 0
 
 
@@ -58,6 +59,7 @@ class Answer:
     coordinator_lost: str | None = None  # why the coordinator must be found again
     fenced: str | None = None  # the coordinator's message: this static instance is fenced, the member fails
     partition_counts: Mapping[str, int] | None = None  # learnt from a Metadata answer
+    confirmed_sent_ms: int | None = None  # a commit the coordinator took, sent then: the member's session is alive
 
 
 class ApplicationRequests:
@@ -121,6 +123,7 @@ class ApplicationRequests:
         tag = self._tag("app", request.request_id)
         self._by_tag[tag] = request.request_id
         request.sent = True
+        request.sent_ms = now_ms
         self._outbox.send(Send(target, request.api, fields, tag, request.deadline_ms - now_ms))
 
     def _complete(self, request_id: int, value: Any = None, error: ZkcoordError | None = None) -> None:
@@ -163,6 +166,8 @@ class ApplicationRequests:
             return Answer(partition_counts=counts)
         else:
             self._complete(request.request_id)
+            if request.api == "OffsetCommit":
+                return Answer(confirmed_sent_ms=request.sent_ms)
         return Answer()
 
 

@@ -3,7 +3,8 @@
 Each :class:`SimulatedMember` stands for a consumer: its requests go to the harness in order (a parked JoinGroup
 holds the requests behind it, as on a real connection, wire-protocol.md §1), and a modelled poll side applies each
 :class:`Reconcile` after ``callback_ms`` and acknowledges it. :class:`MembershipSimulation` steps every member
-through the clock and checks, after every step, that no partition is owned by two live members.
+through the clock and checks, after every step, that no partition is read by two live members (a member whose
+session is in doubt reads none of its partitions).
 """
 
 from collections.abc import Iterable, Mapping
@@ -61,6 +62,10 @@ class SimulatedMember:
         self._connections: dict[str, list[tuple[RequestHandle, Send]]] = {"coordinator": [], ANY_NODE: []}
         self._due: list[tuple[int, Reconcile]] = []
         self._correlation = 0
+
+    def reading(self, now: int) -> set[TopicPartition]:
+        """The partitions the poll side hands out records of: those it owns, none while the session is in doubt."""
+        return set() if self.core.session_in_doubt(now) else self.owned
 
     def step(self, now: int) -> None:
         if not self.alive:
@@ -149,12 +154,13 @@ class MembershipSimulation:
             self.ownership_timeline.append(self.owners())
 
     def owners(self) -> dict[TopicPartition, str]:
-        return {tp: member.name for member in self.live for tp in member.owned}
+        """Who reads each partition now."""
+        return {tp: member.name for member in self.live for tp in member.reading(self.harness.now)}
 
     def check_exclusive(self) -> None:
         seen: dict[TopicPartition, str] = {}
         for member in self.live:
-            for tp in member.owned:
+            for tp in member.reading(self.harness.now):
                 if tp in seen:
                     raise AssertionError(f"{tp} owned by {seen[tp]} and {member.name} at {self.harness.now} ms")
                 seen[tp] = member.name
