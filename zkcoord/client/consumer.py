@@ -8,8 +8,9 @@ queues: commands to the worker, events (rebalances, completed async commits, fat
 
 Ownership is exclusive because the worker does not go on after a revocation until poll() has run the callbacks
 and acknowledged it (eager: before it rejoins; cooperative: before the follow-up rebalance), because poll() hands
-out no record once the member's session is over by its own clock (a pause, a partition: the partitions are lost
-first), and because it drops the fetched records of partitions given up while it fetched, as Java's fetcher does.
+out no record while the member's session is in doubt by its own clock (a pause, a partition, a coordinator
+failover: nothing confirmed for session.timeout.ms) until the coordinator confirms or ends it, and because it
+drops the fetched records of partitions given up or put in doubt while it fetched, as Java's fetcher does.
 
 The poll side's parts: partitions and positions in ``zkcoord.client.subscription``, commits and committed offsets
 in ``zkcoord.client.commits``, the rebalance listener and its callbacks in ``zkcoord.client.rebalance``, trace
@@ -189,13 +190,14 @@ class Consumer:
             self._worker.wake()  # evicted for not polling: rejoin now rather than at the worker's next deadline
         while True:
             self._handle_events(block_s=0)
-            self._end_expired_session()
-            self._commits.maybe_auto_commit()
+            self._await_loss()
+            if not self._session_in_doubt():
+                self._commits.maybe_auto_commit()
             fetched = self._fetch(limit)
             if fetched:
-                # What the worker decided while the source answered: a session over, partitions revoked or lost.
-                self._end_expired_session()
+                # What happened while the source answered: a session in doubt, partitions revoked or lost.
                 self._handle_events(block_s=0)
+                self._await_loss()
                 records = self._take(fetched)
                 if records:
                     return records
@@ -219,22 +221,23 @@ class Consumer:
                 self._iterator_records = [r for records in batch.values() for r in records][::-1]
         return self._iterator_records.pop()
 
-    def _end_expired_session(self) -> None:
-        """A member whose session is over by its own clock has lost its partitions: run that before a record goes out.
+    def _session_in_doubt(self) -> bool:
+        """Whether the group may have given this member's partitions away unconfirmed: none of them is read then."""
+        return self._state.in_group and self._member.session_in_doubt(self._clock.now_ms())
 
-        The worker notices it too, but the poll thread may resume from a pause first, with the source at hand; and
-        a generation the worker already gave up may still have its loss on the way to this thread.
-        """
-        if not self._state.in_group:
-            return
-        member = self._member
-        if member.session_expired(self._clock.now_ms()) or member.generation < 0 and self._state.assigned:
-            self._worker.end_session(self.config.default_api_timeout_ms / 1000)
+    def _await_loss(self) -> None:
+        """A generation the worker already gave up may still have its loss on the way to this thread: run that
+        before a record goes out."""
+        if self._state.in_group and self._member.generation < 0 and self._state.assigned:
+            self._worker.catch_up(self.config.default_api_timeout_ms / 1000)
             self._handle_events(block_s=0)
 
     def _take(self, fetched: dict[TopicPartition, tuple[int, list[Record]]]) -> dict[TopicPartition, list[Record]]:
         """The records of partitions still read from the position they were fetched at, each position moved past
-        them; Java's fetcher drops the rest likewise (revoked, lost or sought since the fetch)."""
+        them; Java's fetcher drops the rest likewise (revoked, lost or sought since the fetch). None while the
+        session is in doubt."""
+        if self._session_in_doubt():
+            return {}
         records = {
             partition: batch
             for partition, (position, batch) in fetched.items()
@@ -247,7 +250,7 @@ class Consumer:
 
     def _fetch(self, limit: int) -> dict[TopicPartition, tuple[int, list[Record]]]:
         """Up to ``limit`` records, by partition with the position each was read from; positions do not move."""
-        partitions = self._state.fetchable()
+        partitions = [] if self._session_in_doubt() else self._state.fetchable()
         if not partitions:
             return {}
         self._resolve_positions(partitions)

@@ -163,9 +163,9 @@ class Worker:
         """Make the loop run now (e.g. to act on a new :attr:`last_poll_ms`); safe from any thread."""
         self._hub.hub.loop.run_callback_threadsafe(self._wake.set)
 
-    def end_session(self, timeout: float) -> None:
-        """Let the member act on its clock now (a session over: its partitions lost) and return once what it
-        decided is on the poll side's queue; for the poll side, which must not hand out records meanwhile."""
+    def catch_up(self, timeout: float) -> None:
+        """Let the member act on its clock now and return once what it decided (a loss) is on the poll side's
+        queue; for the poll side, which must not hand out records meanwhile."""
         queued = ThreadResult()
 
         def tick(member: GroupMember, _: int) -> None:
