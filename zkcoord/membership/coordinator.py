@@ -142,6 +142,7 @@ class CoordinatorLink:
             self._session_timer_ms = now_ms
             self._heartbeat_tag = None
             self.lost(now_ms, "no heartbeat answer within session.timeout.ms")
+            self.find()  # now: nothing else may wake the member before its next deadline
             return
         if self._heartbeat_tag is not None or now_ms < self._heartbeat_due_ms():
             return
