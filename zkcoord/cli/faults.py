@@ -4,6 +4,7 @@ Must not import another command family module; shared helpers come from ``zkcoor
 """
 
 import argparse
+import signal
 from pathlib import Path
 
 from zkcoord.cli.common import EXIT_OK, EXIT_PROBLEM, UsageError, comma_list
@@ -24,15 +25,27 @@ def cmd_faults_run(args: argparse.Namespace) -> int:
         handover_slack_ms=args.handover_slack_ms,
         migrate=not args.no_migration,
     )
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _interrupt_once)
     try:
         records = run_campaign(options)
     except ValueError as error:
         raise UsageError(str(error)) from None
+    except KeyboardInterrupt:
+        print(f"interrupted: the run under way was stopped; the same command resumes after {args.out}/runs.jsonl")
+        return EXIT_PROBLEM  # not every run asked for was checked
     bad = [record["seed"] for record in records if failed(record)]
     if bad:
         print(f"{len(bad)} of {len(records)} runs failed or broke a rule: seeds {', '.join(map(str, bad))}")
     print(f"traces and logs in {args.out}/runs/seed-N; rerun one with --seed N --runs 1 after removing its line")
     return EXIT_PROBLEM if bad else EXIT_OK
+
+
+def _interrupt_once(signum, frame) -> None:
+    """Stop the run under way as Ctrl-C does, and ignore further signals so its processes are all stopped."""
+    for each in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(each, signal.SIG_IGN)
+    raise KeyboardInterrupt
 
 
 def register(commands) -> None:

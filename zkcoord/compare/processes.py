@@ -58,6 +58,7 @@ class MemberProcess:
                 stderr=log_file,
                 text=True,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                start_new_session=True,  # Ctrl-C reaches the runner, which closes its members in order
             )
         self.log_path = log_path
 

@@ -19,6 +19,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,7 +31,7 @@ from zkcoord.compare.scenarios import GroupView
 from zkcoord.faults.cluster import MemberSlot, Nemesis, NodeSlot, available_kinds
 from zkcoord.faults.disk import LogDisk
 from zkcoord.faults.fsync import SlowFsync
-from zkcoord.faults.schedule import FAULT_KINDS, Schedule, Shape, draw_schedule
+from zkcoord.faults.schedule import FAULT_KINDS, Fault, Schedule, Shape, draw_schedule
 from zkcoord.migration.runner import ZERO, load_steps
 from zkcoord.model import TopicPartition
 from zkcoord.testing.node_process import HOST
@@ -38,7 +39,7 @@ from zkcoord.testing.zookeeper import fresh_chroot
 from zkcoord.trace import JsonLinesTraceWriter, make_event
 from zkcoord.zk import admin
 from zkcoord.zk.client import started_client
-from zkcoord.zk.server import EmbeddedZooKeeper
+from zkcoord.zk.server import EmbeddedZooKeeper, port_to_return_to
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +104,8 @@ class FaultRun:
         self.direct_connect = self.chroot = ""  # the run's chroot on ZooKeeper, set when it starts
         self._writer: JsonLinesTraceWriter | None = None
         self._lock = threading.Lock()
+        self._stopping = threading.Event()  # the nemesis and the migration end their schedules when set
+        self._threads: list[threading.Thread] = []
 
     # -- events --
 
@@ -201,13 +204,13 @@ class FaultRun:
         nemesis = Nemesis(
             self.zookeeper, self.disk, self.nodes, self.members, self.emit, self.start_member, self.start_node
         )
-        threads = [
-            threading.Thread(target=self._play, args=(nemesis,), name="nemesis"),
-            threading.Thread(target=self._migrate, name="migration"),
+        self._threads = [
+            threading.Thread(target=self._play, args=(nemesis,), name="nemesis", daemon=True),
+            threading.Thread(target=self._migrate, name="migration", daemon=True),
         ]
-        for thread in threads:
+        for thread in self._threads:
             thread.start()
-        for thread in threads:
+        for thread in self._threads:
             thread.join()
         self._restart_the_fallen()
         self._recover_and_drain(say)
@@ -286,27 +289,36 @@ class FaultRun:
         return [f"{kind}: {problem}" for kind, view in self.views.items() for problem in view.problems(now_ms)]
 
     def _play(self, nemesis: Nemesis) -> None:
-        """Inject and heal every fault at its time from the window's start."""
+        """Inject and heal every fault at its time from the window's start; an interrupted run heals at once."""
         opened = time.monotonic()
         timeline = sorted(
             [(f.at_ms, 1, f) for f in self.schedule.faults] + [(f.healed_ms, 0, f) for f in self.schedule.faults],
             key=lambda entry: entry[:2],
         )
+        active: list[Fault] = []
         for at_ms, inject, fault in timeline:
-            time.sleep(max(0.0, opened + at_ms / 1000 - time.monotonic()))
-            try:
-                (nemesis.inject if inject else nemesis.heal)(fault)
-            except Exception as error:  # noted and carried on: the run must still heal what it can
-                log.warning("nemesis: %s of %s on %s failed", "inject" if inject else "heal", fault.kind, fault.target)
-                self.problems.append(f"nemesis could not {'inject' if inject else 'heal'} {fault}: {error}")
-        time.sleep(max(0.0, opened + self.options.window_s - time.monotonic()))
+            if self._stopping.wait(max(0.0, opened + at_ms / 1000 - time.monotonic())):
+                break
+            self._act(nemesis.inject if inject else nemesis.heal, fault)
+            active.append(fault) if inject else active.remove(fault)
+        for fault in reversed(active):
+            self._act(nemesis.heal, fault)
+        self._stopping.wait(max(0.0, opened + self.options.window_s - time.monotonic()))
+
+    def _act(self, action: Callable[[Fault], None], fault: Fault) -> None:
+        try:
+            action(fault)
+        except Exception as error:  # noted and carried on: the run must still heal what it can
+            log.warning("nemesis: %s of %s on %s failed", action.__name__, fault.kind, fault.target)
+            self.problems.append(f"nemesis could not {action.__name__} {fault}: {error}")
 
     def _migrate(self) -> None:
         """Move the legacy group's migration as the schedule says, with the operator's own command."""
         opened = time.monotonic()
         names = [step.name for step in load_steps()]
         for move in self.schedule.moves:
-            time.sleep(max(0.0, opened + move.at_ms / 1000 - time.monotonic()))
+            if self._stopping.wait(max(0.0, opened + move.at_ms / 1000 - time.monotonic())):
+                return
             to = names[move.to - 1] if move.to else ZERO
             command = [sys.executable, "-m", "zkcoord.cli", "migrate", move.direction, "--group", self.groups[LEGACY]]
             command += ["--to", to, "--zookeeper", self.direct_connect, "--timeout", "10000"]
@@ -336,18 +348,21 @@ class FaultRun:
                 self.start_member(name)
 
     def _stop(self) -> None:
+        self._stopping.set()
+        for thread in self._threads:  # an interrupted run: let the nemesis finish the action under way
+            thread.join(MIGRATE_TIMEOUT_S)
+        if not self.zookeeper.running:
+            self.zookeeper.start()  # members close faster with their ZooKeeper there
+        with ThreadPoolExecutor(max(1, len(self.members))) as pool:
+            list(pool.map(MemberSlot.close, self.members.values()))
         for name, slot in self.members.items():
-            instance = slot.process.instance if slot.process else None
-            slot.close()
-            if instance:
-                self.emit("compare.member", member=name, instance=instance, event="closed")
+            if slot.process is not None:
+                self.emit("compare.member", member=name, instance=slot.process.instance, event="closed")
         for slot in self.nodes.values():
             slot.close()
         if self.disk is not None:
             self.disk.heal(None)
             self.disk.__exit__(None, None, None)
-        if not self.zookeeper.running:
-            self.zookeeper.start()
         if self.production is not None:
             self.production.close()
 
@@ -383,7 +398,12 @@ def run_campaign(options: CampaignOptions, say: Callable[[str], None] = print) -
     kinds = available_kinds(options.kinds, SlowFsync(scratch / "probe"))
     shape = options.shape(len(load_steps()))
     campaign = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
-    zookeeper = EmbeddedZooKeeper(data_dir=scratch / "zookeeper", tick_time_ms=200, max_session_timeout_ms=60_000)
+    zookeeper = EmbeddedZooKeeper(
+        port=port_to_return_to(HOST),  # the nemesis restarts it
+        data_dir=scratch / "zookeeper",
+        tick_time_ms=200,
+        max_session_timeout_ms=60_000,
+    )
     try:
         zookeeper.start()
         for number, seed in enumerate(seeds, 1):

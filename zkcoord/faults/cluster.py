@@ -20,7 +20,7 @@ from zkcoord.faults.fsync import SlowFsync
 from zkcoord.faults.proxy import LoopbackProxy
 from zkcoord.faults.schedule import Fault
 from zkcoord.testing.node_process import HOST, NodeProcess
-from zkcoord.zk.server import EmbeddedZooKeeper, free_port
+from zkcoord.zk.server import EmbeddedZooKeeper, port_to_return_to
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ class NodeSlot:
         self.chroot = chroot
         self.workdir = workdir
         self.overrides = overrides
-        self.port = free_port(HOST)  # fixed, so a restarted node sits behind the same client proxy
+        self.port = port_to_return_to(HOST)  # fixed, so a restarted node sits behind the same client proxy
         self.zk_proxy = LoopbackProxy(zk_address, f"{self.name}->zookeeper").start()
         self.client_proxy = LoopbackProxy((HOST, self.port), f"clients->{self.name}").start()
         self.fsync = SlowFsync(workdir / f"{self.name}.fsync-delay")

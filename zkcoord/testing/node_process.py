@@ -56,6 +56,7 @@ class NodeProcess:
                 stdin=subprocess.DEVNULL,
                 text=True,
                 env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+                start_new_session=True,  # Ctrl-C reaches whoever started it, which stops it in its own order
             )
         self.port: int | None = None
         self._serving = threading.Event()

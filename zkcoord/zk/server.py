@@ -8,6 +8,7 @@ Debian's ``/usr/share/java/zookeeper.jar``. Readiness is ``srvr`` reporting ``Mo
 import importlib.util
 import logging
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -86,6 +87,25 @@ def free_port(host: str) -> int:
         return probe.getsockname()[1]
 
 
+def port_to_return_to(host: str) -> int:
+    """A free port below the kernel's ephemeral range, for a server that restarts on the same port.
+
+    While such a server is down its clients keep reconnecting, and a connection to a port in the ephemeral range
+    can be given that very port as its own (a TCP self-connect), which the server then cannot bind again."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768  # Linux's default
+    for port in random.sample(range(10_000, low), 200):
+        with socket.socket() as probe:
+            try:
+                probe.bind((host, port))
+            except OSError:
+                continue
+            return port
+    return free_port(host)
+
+
 class EmbeddedZooKeeper:
     """A standalone ZooKeeper server in a child JVM; also a context manager.
 
@@ -155,7 +175,11 @@ class EmbeddedZooKeeper:
         config = self._write_config()
         with open(self.log_path, "ab") as log_file:
             self._process = subprocess.Popen(
-                [*command, str(config)], stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+                [*command, str(config)],
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,  # Ctrl-C reaches whoever started it, which stops it after its clients
             )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
