@@ -1,5 +1,6 @@
 import logging
 import os
+import signal
 
 import pytest
 from hypothesis import settings
@@ -9,6 +10,9 @@ from zkcoord.testing.zookeeper import fresh_chroot, zookeeper_for_tests
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 logging.getLogger("kazoo").setLevel(logging.WARNING)
+# Tests Ctrl-C the processes they start. A suite started in the background of a shell without job control inherits
+# SIGINT ignored, and so would every child; a handler (unlike SIG_IGN) is reset to the default on exec.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 # Two shared cores: a per-example time limit fails tests for the machine's load, not for the code.
 settings.register_profile("zkcoord", deadline=None)
 settings.load_profile("zkcoord")

@@ -92,11 +92,15 @@ def advertise(client: KazooClient, root: str, group: str, consumer_id: str, data
 
 
 def _put_ephemeral(client: KazooClient, path: str, data: bytes) -> None:
-    """Replace the data of this session's ephemeral at ``path``, creating it if it does not exist."""
+    """Replace the data of this session's ephemeral at ``path``, creating it if it does not exist; a concurrent
+    writer (a node's watch acknowledging while a request starts a new watch) may create it between the two."""
     try:
         client.set(path, data)
     except NoNodeError:
-        client.create(path, data, ephemeral=True, makepath=True)
+        try:
+            client.create(path, data, ephemeral=True, makepath=True)
+        except NodeExistsError:
+            client.set(path, data)
 
 
 def live_legacy_members(client: KazooClient, root: str, group: str) -> list[LegacyMember]:
