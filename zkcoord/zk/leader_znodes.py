@@ -181,35 +181,38 @@ class LeaderZnodes:
     def create(self, partition: int) -> int | None:
         """Raise the epoch and create the leader znode in one transaction: the new epoch, or None when another
         node leads (NodeExists)."""
-        epoch_path = layout.partition_epoch_path(self.root, partition)
         leader_path = layout.partition_leader_path(self.root, partition)
-        while True:
-            epoch, version = self._next_epoch(partition)
-            transaction = self.client.transaction()
-            transaction.set_data(epoch_path, layout.encode_partition_epoch(epoch), version=version)
+
+        def create_leader(transaction, epoch: int) -> None:
             transaction.create(leader_path, layout.encode_partition_leader(self.node_id, epoch), ephemeral=True)
-            results = self._wait(transaction.commit_async())
-            if isinstance(results[0], BadVersionError):
-                continue
-            if isinstance(results[1], NodeExistsError):
-                return None
-            _raise_failure(results)
-            return epoch
+
+        return self._raise_epoch_with(partition, create_leader, NodeExistsError)
 
     def take_over(self, partition: int, version: int) -> int | None:
         """Raise the epoch and rewrite this session's leader znode (at ``version``) in one transaction: the new
         epoch, or None when the znode changed under us."""
-        epoch_path = layout.partition_epoch_path(self.root, partition)
         leader_path = layout.partition_leader_path(self.root, partition)
+
+        def rewrite_leader(transaction, epoch: int) -> None:
+            encoded = layout.encode_partition_leader(self.node_id, epoch)
+            transaction.set_data(leader_path, encoded, version=version)
+
+        return self._raise_epoch_with(partition, rewrite_leader, (BadVersionError, NoNodeError))
+
+    def _raise_epoch_with(self, partition: int, leader_op: Callable, lost: type | tuple) -> int | None:
+        """Raise the partition's epoch and apply ``leader_op(transaction, epoch)`` to its leader znode in one
+        transaction, again while the epoch moved meanwhile: the new epoch, or None if the leader op failed with
+        ``lost``."""
+        epoch_path = layout.partition_epoch_path(self.root, partition)
         while True:
-            epoch, version_of_epoch = self._next_epoch(partition)
+            epoch, version = self._next_epoch(partition)
             transaction = self.client.transaction()
-            transaction.set_data(epoch_path, layout.encode_partition_epoch(epoch), version=version_of_epoch)
-            transaction.set_data(leader_path, layout.encode_partition_leader(self.node_id, epoch), version=version)
+            transaction.set_data(epoch_path, layout.encode_partition_epoch(epoch), version=version)
+            leader_op(transaction, epoch)
             results = self._wait(transaction.commit_async())
             if isinstance(results[0], BadVersionError):
                 continue
-            if isinstance(results[1], (BadVersionError, NoNodeError)):
+            if isinstance(results[1], lost):
                 return None
             _raise_failure(results)
             return epoch
