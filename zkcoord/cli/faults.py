@@ -4,7 +4,6 @@ Must not import another command family module; shared helpers come from ``zkcoor
 """
 
 import argparse
-import signal
 from pathlib import Path
 
 from zkcoord.cli.common import EXIT_OK, EXIT_PROBLEM, UsageError, comma_list
@@ -12,7 +11,7 @@ from zkcoord.cli.common import EXIT_OK, EXIT_PROBLEM, UsageError, comma_list
 
 def cmd_faults_run(args: argparse.Namespace) -> int:
     """Run the seeds not yet in OUT/runs.jsonl; exit 1 when a run failed or broke a rule."""
-    from zkcoord.faults.campaign import CampaignOptions, failed, run_campaign
+    from zkcoord.faults.campaign import CampaignOptions, failed, run_campaign, stop_on_interrupt
 
     options = CampaignOptions(
         out=Path(args.out),
@@ -25,8 +24,7 @@ def cmd_faults_run(args: argparse.Namespace) -> int:
         handover_slack_ms=args.handover_slack_ms,
         migrate=not args.no_migration,
     )
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, _interrupt_once)
+    stop_on_interrupt()
     try:
         records = run_campaign(options)
     except ValueError as error:
@@ -39,13 +37,6 @@ def cmd_faults_run(args: argparse.Namespace) -> int:
         print(f"{len(bad)} of {len(records)} runs failed or broke a rule: seeds {', '.join(map(str, bad))}")
     print(f"traces and logs in {args.out}/runs/seed-N; rerun one with --seed N --runs 1 after removing its line")
     return EXIT_PROBLEM if bad else EXIT_OK
-
-
-def _interrupt_once(signum, frame) -> None:
-    """Stop the run under way as Ctrl-C does, and ignore further signals so its processes are all stopped."""
-    for each in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(each, signal.SIG_IGN)
-    raise KeyboardInterrupt
 
 
 def register(commands) -> None:

@@ -9,16 +9,18 @@ production stops, every record must be processed within the recovery timeout, th
 that stops resumes with the next seed it has not run.
 """
 
+import contextlib
 import json
 import logging
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -179,7 +181,8 @@ class FaultRun:
             log.debug("run %d failed", self.schedule.seed, exc_info=True)
             record.update(status="failed", detail=f"{type(error).__name__}: {error}")
         finally:
-            self._stop()
+            with _signals_held():
+                self._stop()
             self._writer.close()
         events = [
             json.loads(line)
@@ -324,7 +327,9 @@ class FaultRun:
             command += ["--to", to, "--zookeeper", self.direct_connect, "--timeout", "10000"]
             began = time.monotonic()
             try:
-                done = subprocess.run(command, capture_output=True, text=True, timeout=MIGRATE_TIMEOUT_S)
+                done = subprocess.run(
+                    command, capture_output=True, text=True, timeout=MIGRATE_TIMEOUT_S, start_new_session=True
+                )
                 output = done.stdout if done.returncode == 0 else done.stderr or done.stdout
                 outcome, said = done.returncode, output.strip().splitlines()[-1:]
             except subprocess.TimeoutExpired:
@@ -379,6 +384,42 @@ class _Context:
         return started_client(self.connect)
 
 
+class _Interrupts:
+    """Whether cleanup is under way, and whether a signal came meanwhile (signals run in the main thread)."""
+
+    holding = 0
+    pending = False
+
+
+def stop_on_interrupt() -> None:
+    """Make Ctrl-C and SIGTERM stop the run under way (as KeyboardInterrupt), never in the middle of its cleanup;
+    later signals are ignored, so the cleanup they started finishes."""
+
+    def interrupt(signum, frame) -> None:
+        for each in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(each, signal.SIG_IGN)
+        if _Interrupts.holding:
+            _Interrupts.pending = True
+        else:
+            raise KeyboardInterrupt
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, interrupt)
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """A signal that comes during the block takes effect after it: cleanup cut short leaves processes running."""
+    _Interrupts.holding += 1
+    try:
+        yield
+    finally:
+        _Interrupts.holding -= 1
+        if not _Interrupts.holding and _Interrupts.pending:
+            _Interrupts.pending = False
+            raise KeyboardInterrupt
+
+
 def read_results(out: Path) -> list[dict]:
     path = out / RESULTS
     return [json.loads(line) for line in path.open()] if path.exists() else []
@@ -416,7 +457,8 @@ def run_campaign(options: CampaignOptions, say: Callable[[str], None] = print) -
             with open(options.out / RESULTS, "a") as results:
                 results.write(json.dumps(record, sort_keys=True) + "\n")
     finally:
-        zookeeper.stop()
+        with _signals_held():
+            zookeeper.stop()
         shutil.rmtree(scratch, ignore_errors=True)
     records = [record for record in read_results(options.out) if record["seed"] in seeds]
     say(summary_table([HistoryReport.from_json(record["report"]) for record in records]))
