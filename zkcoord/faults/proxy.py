@@ -141,6 +141,12 @@ class LoopbackProxy:
     def connect_string(self) -> str:
         return f"{HOST}:{self.port}"
 
+    @property
+    def connections(self) -> int:
+        """Client connections open (or held) now."""
+        with self._changed:
+            return len(self._links)
+
     def cut(self) -> None:
         """Reset every open connection, and every new one at once, until :meth:`heal`."""
         self._set_state(CUT)
