@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 from zkcoord.assign.consumer import assignor_for
 from zkcoord.errors import FencedInstanceIdError, RebalanceInProgressError
 from zkcoord.membership import GroupMember, MembershipConfig, MemberState, Reconcile
+from zkcoord.membership.requests import commit_topics
 from zkcoord.membership.states import MEMBER_TRANSITIONS, IllegalMemberTransition, check_member_transition
 from zkcoord.model import TopicPartition
 from zkcoord.testing.membership import MembershipSimulation
@@ -316,12 +317,86 @@ def test_a_commit_the_coordinator_takes_in_doubt_confirms_the_session():
     member.tick(3100)
     _answer(member, 3100, "FindCoordinator", {"error_code": 0, "node_id": 2, "host": "h2", "port": 2})
     member.take_sends()
-    member.request(7, "OffsetCommit", {"topics": []}, 3200, 60000)
+    member.request(7, "OffsetCommit", {"topics": commit_topics({TopicPartition("t", 0): (5, None)})}, 3200, 60000)
     (commit,) = [s for s in member.take_sends() if s.api == "OffsetCommit"]
     assert commit.fields["generation_id"] == 1
-    member.on_response(commit.tag, read_response("OffsetCommit", {"topics": []}), 3250)
+    member.on_response(commit.tag, read_response("OffsetCommit", _commit_answer(0)), 3250)
     assert not member.session_in_doubt(3250) and member.session_in_doubt(6200)
     assert not _reconciles(member)
+
+
+def test_a_commit_of_no_partition_confirms_nothing():
+    """The coordinator answers an empty OffsetCommit without checking anything, as Kafka's API layer does."""
+    member = _doubtful_member()
+    member.tick(3100)
+    _answer(member, 3100, "FindCoordinator", {"error_code": 0, "node_id": 2, "host": "h2", "port": 2})
+    member.take_sends()
+    member.request(7, "OffsetCommit", {"topics": []}, 3200, 60000)
+    _answer(member, 3250, "OffsetCommit", {"topics": []})
+    assert member.session_in_doubt(3250)
+
+
+def _commit_answer(code):
+    return {"topics": [{"name": "t", "partitions": [{"partition_index": 0, "error_code": code}]}]}
+
+
+def _probing_member():
+    """A member in doubt that knows the group's offset of its partition (fetched at 500: 42) and has found its
+    coordinator again at 3100: a heartbeat (sent at 3100) and a probe commit of that offset (3101) are out."""
+    member = _stable_member()
+    member.request(5, "OffsetFetch", {"group_id": "g", "topics": [{"name": "t", "partition_indexes": [0]}]}, 500, 1000)
+    offset = {"partition_index": 0, "committed_offset": 42, "metadata": "m", "error_code": 0}
+    fetched = {"name": "t", "partitions": [offset]}
+    _answer(member, 500, "OffsetFetch", {"error_code": 0, "topics": [fetched]})
+    member.take_events()
+    member.take_sends()
+    member.tick(3001)
+    assert member.session_in_doubt(3001)
+    assert _sent(member, "OffsetCommit").fields["generation_id"] == 1  # to the coordinator about to be given up
+    member.tick(3100)
+    _answer(member, 3100, "FindCoordinator", {"error_code": 0, "node_id": 2, "host": "h2", "port": 2})
+    member.tick(3101)
+    return member
+
+
+def _sent(member, api):
+    (send,) = [s for s in member.take_sends() if s.api == api]
+    return send
+
+
+def test_a_member_in_doubt_is_not_confirmed_by_a_heartbeat_answered_blindly():
+    """A coordinator loading the group answers Heartbeat 0 unchecked: the member stays in doubt, reads nothing,
+    and has its generation checked by the probe commit, which a loading coordinator answers 14."""
+    member = _probing_member()
+    sends = member.take_sends()
+    heartbeat, probe = (next(s for s in sends if s.api == api) for api in ("Heartbeat", "OffsetCommit"))
+    assert probe.fields["generation_id"] == 1 and probe.fields["member_id"] == "m"
+    assert probe.fields["topics"] == commit_topics({TopicPartition("t", 0): (42, "m")})
+    member.on_response(heartbeat.tag, read_response("Heartbeat", {"error_code": 0}), 3150)
+    member.on_response(probe.tag, read_response("OffsetCommit", _commit_answer(14)), 3150)
+    assert member.session_in_doubt(3150) and not _reconciles(member) and member.generation == 1
+    member.tick(3200)
+    assert not [s for s in member.take_sends() if s.api == "OffsetCommit"]  # again after retry.backoff.ms
+    member.tick(3201)
+    assert _sent(member, "OffsetCommit").fields["topics"] == probe.fields["topics"]
+
+
+def test_a_probe_commit_taken_ends_the_doubt_without_a_rebalance():
+    member = _probing_member()
+    probe = _sent(member, "OffsetCommit")
+    member.on_response(probe.tag, read_response("OffsetCommit", _commit_answer(0)), 3150)
+    assert not member.session_in_doubt(6100) and member.session_in_doubt(6101)  # the probe was sent at 3101
+    assert not _reconciles(member) and member.generation == 1 and member.state == MemberState.STABLE
+
+
+@pytest.mark.parametrize("code", [22, 25])  # ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID
+def test_a_probe_commit_refused_loses_the_partitions(code):
+    member = _probing_member()
+    probe = _sent(member, "OffsetCommit")
+    member.on_response(probe.tag, read_response("OffsetCommit", _commit_answer(code)), 3150)
+    (event,) = _reconciles(member)
+    assert event.lost == (TopicPartition("t", 0),) and event.owned == () and not event.revoked
+    assert member.generation == -1 and not member.session_in_doubt(3150)
 
 
 def test_an_answer_read_after_a_pause_does_not_end_the_doubt():

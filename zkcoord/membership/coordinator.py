@@ -158,12 +158,19 @@ class CoordinatorLink:
         self._heartbeat_tag = None
         return True
 
-    def heartbeat_done(self, response: Response | None, now_ms: int) -> int | None:
-        """Schedule the next heartbeat after this answer to the member's current generation; the error code."""
+    def heartbeat_done(self, response: Response | None, now_ms: int, probing: bool) -> int | None:
+        """Schedule the next heartbeat after this answer to the member's current generation; the error code.
+
+        A coordinator still loading the group answers every Heartbeat 0 unchecked (Kafka's "respond blindly"), so
+        a 0 to a heartbeat sent in doubt confirms nothing while the member is ``probing`` (it has the generation
+        checked by a commit instead). REBALANCE_IN_PROGRESS is only answered after the generation check.
+        """
         code = error_code(response)
         self._next_heartbeat_ms = now_ms + self._config.heartbeat_interval_ms
         if code in (E.NONE, E.REBALANCE_IN_PROGRESS):
-            self.confirmed(self._heartbeat_sent_ms)
+            sent_in_doubt = self._heartbeat_sent_ms >= self.session_deadline_ms
+            if code == E.REBALANCE_IN_PROGRESS or not (probing and sent_in_doubt):
+                self.confirmed(self._heartbeat_sent_ms)
             self._session_timer_ms = now_ms
         elif code is None or code in COORDINATOR_GONE:
             self.lost(now_ms, "heartbeat failed")

@@ -12,7 +12,9 @@ revocation was acknowledged, which is what makes ownership exclusive. A member w
 nothing sent in the last session.timeout.ms (the member was paused, cut off, or the coordinator fails over) may
 have been expired there: its session is in doubt (:meth:`GroupMember.session_in_doubt`) and the poll side reads
 none of its partitions, until the coordinator confirms the generation (resume, no rebalance) or ends it
-(UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION: the partitions are lost, the member joins again).
+(UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION: the partitions are lost, the member joins again). A coordinator still
+loading the group answers Heartbeat 0 without checking it, so in doubt the member has its generation checked by
+an OffsetCommit that writes again, unchanged, the offsets the group holds for its partitions (the probe).
 
 This module is the member's state machine (``MemberState``, with its table in ``zkcoord.membership.states``):
 joining, syncing, reconciling, leaving. It hands the rest to its parts: finding the coordinator and heartbeating
@@ -60,7 +62,12 @@ from zkcoord.membership.protocol import (
     received_assignment,
     sync_group,
 )
-from zkcoord.membership.requests import ApplicationRequests, topic_partition_counts
+from zkcoord.membership.requests import (
+    ApplicationRequests,
+    commit_answer_code,
+    commit_topics,
+    topic_partition_counts,
+)
 from zkcoord.membership.states import HEARTBEAT_STATES, CoordinatorState, MemberState, check_member_transition
 from zkcoord.membership.subscription import TopicSubscription
 from zkcoord.model import TopicPartition
@@ -106,6 +113,8 @@ class GroupMember:
         self._last_poll_ms = now_ms
         self._poll_timed_out = False
         self._doubt_reported_ms: int | None = None  # the session deadline whose passing was logged
+        self._probe_tag: tuple | None = None  # the OffsetCommit in flight that has the generation checked in doubt
+        self._probe_sent_ms = now_ms
         self._leader_members: list[MemberSubscription] = []
 
     # ---- outputs ---------------------------------------------------------------------------------------------
@@ -164,6 +173,8 @@ class GroupMember:
         deadlines += self._link.deadlines()
         deadlines += self._subscription.deadlines()
         deadlines += self._requests.deadlines()
+        if self.session_in_doubt(now_ms) and self._probe_tag is None:
+            deadlines.append(self._probe_sent_ms + self.config.retry_backoff_ms)
         return min(d for d in deadlines if d > now_ms)
 
     # ---- inputs from the poll side ---------------------------------------------------------------------------
@@ -176,6 +187,7 @@ class GroupMember:
         """Leave the group (dynamic members) and drop every partition, as Kafka's unsubscribe."""
         self._subscription.clear()
         self.owned = frozenset()  # the poll side revoked them (with callbacks) before it called this
+        self._requests.keep_committed(())
         if self.state in (S.UNJOINED, S.LEFT, S.FATAL):
             return
         self._drop_everything("unsubscribed", now_ms, leave=True)
@@ -193,6 +205,8 @@ class GroupMember:
         if pending is None or pending.event_id != event_id:
             return
         self._pending = None
+        # A partition the member did not own throughout may have been committed by another member meanwhile.
+        self._requests.keep_committed(self.owned & frozenset(pending.owned))
         self.owned = frozenset(pending.owned)
         if self.state == S.REVOKING_PARTITIONS:
             self._transition(S.PARTITIONS_REVOKED, now_ms)
@@ -240,6 +254,8 @@ class GroupMember:
             self._on_sync(tag, response, now_ms)
         elif kind == "heartbeat":
             self._on_heartbeat(tag, response, now_ms)
+        elif kind == "probe":
+            self._on_probe(tag, response, now_ms)
         elif kind == "leave":
             self._transition(S.LEFT, now_ms)
         elif kind == "metadata":
@@ -262,6 +278,9 @@ class GroupMember:
         if self.coordinator is not None:
             self._maybe_join(now_ms)
             self._maybe_heartbeat(now_ms)
+            self._maybe_probe(now_ms)
+        if self.coordinator is None:
+            self._probe_tag = None  # it went to a coordinator given up: ask the next one, ignore a late answer
         self._send_application_requests(now_ms)
 
     # ---- join / sync -----------------------------------------------------------------------------------------
@@ -414,7 +433,44 @@ class GroupMember:
     def _on_heartbeat(self, tag: tuple, response: Response | None, now_ms: int) -> None:
         if not self._link.heartbeat_answered(tag) or self.state not in HEARTBEAT_STATES or tag[1] != self.generation:
             return
-        code = self._link.heartbeat_done(response, now_ms)
+        code = self._link.heartbeat_done(response, now_ms, probing=bool(self._probe_offsets()))
+        self._on_generation_answer(code, response, now_ms)
+
+    def _probe_offsets(self) -> dict[TopicPartition, tuple[int, str | None]]:
+        """What the probe commits: the offsets the group holds for the member's partitions, as they are."""
+        committed = self._requests.committed
+        return {tp: committed[tp] for tp in self.owned if tp in committed}
+
+    def _maybe_probe(self, now_ms: int) -> None:
+        """In doubt, every retry.backoff.ms: an OffsetCommit the coordinator checks against the member's generation
+        (an empty one is answered unchecked). None while a commit of the poll side is out: that one checks it, and
+        the probe must not overwrite what it commits. Without any known offset, heartbeats alone decide."""
+        if self._probe_tag is not None or not self.session_in_doubt(now_ms) or self._requests.commit_in_flight:
+            return
+        offsets = self._probe_offsets()
+        if not offsets or now_ms < self._probe_sent_ms + self.config.retry_backoff_ms:
+            return
+        fields = {**member_identity(self.config, self.generation, self.member_id), "topics": commit_topics(offsets)}
+        self._probe_tag = self._tag("probe")
+        self._probe_sent_ms = now_ms
+        self._outbox.send(Send(COORDINATOR, "OffsetCommit", fields, self._probe_tag, self._timeout()))
+
+    def _on_probe(self, tag: tuple, response: Response | None, now_ms: int) -> None:
+        if tag != self._probe_tag:
+            return
+        self._probe_tag = None
+        if self.state not in HEARTBEAT_STATES or tag[1] != self.generation:
+            return
+        code = None if response is None else commit_answer_code(response)
+        if code in (E.NONE, E.REBALANCE_IN_PROGRESS):
+            self._link.confirmed(self._probe_sent_ms)  # checked: 0 ends the doubt with no rebalance
+        if code is None or code in COORDINATOR_GONE:
+            self.coordinator_lost(now_ms, f"probe commit: {'no answer' if code is None else E(code).name}")
+        else:  # COORDINATOR_LOAD_IN_PROGRESS and partition errors leave the member in doubt: it asks again
+            self._on_generation_answer(code, response, now_ms)
+
+    def _on_generation_answer(self, code: int | None, response: Response | None, now_ms: int) -> None:
+        """What a heartbeat's or a probe's answer says about the member's generation."""
         if code == E.REBALANCE_IN_PROGRESS:
             if self.state == S.STABLE:
                 self._start_rebalance(now_ms)
@@ -473,6 +529,8 @@ class GroupMember:
     def _lose_everything(self, now_ms: int) -> None:
         self._link.stop_heartbeats()
         self._group_request = None
+        self._probe_tag = None
+        self._requests.keep_committed(())
         if self._pending is not None:
             # Callbacks for the superseded event may still run; what was to be owned is lost now.
             lost = tuple(sorted(set(self._pending.owned) | self.owned))

@@ -3,7 +3,9 @@
 :class:`ApplicationRequests` keeps each request until it may be sent (its node known, no rebalance in the way
 of a commit), retries it after a backoff when its node failed or the coordinator moved, times it out at its
 deadline and answers it with a :class:`~zkcoord.membership.effects.Completed` event. What an answer means for the
-membership (a coordinator to find again, a fenced instance) comes back to the member as an :class:`Answer`.
+membership (a coordinator to find again, a fenced instance) comes back to the member as an :class:`Answer`. From
+the answers it also learns the offsets the group holds for partitions (:attr:`ApplicationRequests.committed`):
+what the member can commit again, unchanged, to have its generation checked while its session is in doubt.
 Also here: the request fields the consumer builds (:func:`commit_topics`, :func:`partitions_by_topic`), the
 answers it reads, and the exception a failed commit raises.
 
@@ -74,6 +76,17 @@ class ApplicationRequests:
         self._tag = tag
         self._requests: dict[int, ApplicationRequest] = {}
         self._by_tag: dict[tuple, int] = {}
+        # Partition -> (offset, metadata) the group holds, as fetched or as committed and taken; a commit whose
+        # outcome is unknown (no answer) makes its partitions unknown.
+        self.committed: dict[TopicPartition, tuple[int, str | None]] = {}
+
+    @property
+    def commit_in_flight(self) -> bool:
+        return any(request.sent and request.api == "OffsetCommit" for request in self._requests.values())
+
+    def keep_committed(self, partitions: Collection[TopicPartition]) -> None:
+        """Forget the offsets of every other partition: once another member may own one, it may commit it."""
+        self.committed = {tp: value for tp, value in self.committed.items() if tp in partitions}
 
     def add(self, request_id: int, api: str, fields: dict, deadline_ms: int) -> None:
         self._requests[request_id] = ApplicationRequest(request_id, api, fields, deadline_ms)
@@ -141,13 +154,12 @@ class ApplicationRequests:
             return Answer()
         request.sent = False
         retry_ms = now_ms + self._config.retry_backoff_ms
+        if request.api == "OffsetCommit":
+            self._learn_commit(request.fields, response)
         if response is None:
             request.not_before_ms = retry_ms
             return Answer(coordinator_lost=f"{request.api} failed" if request.api != "Metadata" else None)
-        code = error_code(response)
-        if type(response) is OffsetCommitResponse:
-            codes = {p.error_code for t in response.topics for p in t.partitions}
-            code = next((c for c in codes if c != E.NONE), E.NONE)
+        code = commit_answer_code(response) if type(response) is OffsetCommitResponse else error_code(response)
         if code in COORDINATOR_GONE or code == E.COORDINATOR_LOAD_IN_PROGRESS:
             request.not_before_ms = retry_ms
             return Answer(coordinator_lost=f"{request.api}: {E(code).name}" if code in COORDINATOR_GONE else None)
@@ -159,16 +171,39 @@ class ApplicationRequests:
             self._complete(request.request_id, error=error)
             return Answer()
         if request.api == "OffsetFetch":
-            self._complete(request.request_id, value=_fetched_offsets(response))
+            fetched = _fetched_offsets(response)
+            for tp, value in fetched.items():
+                self._learn(tp, value)
+            self._complete(request.request_id, value=fetched)
         elif request.api == "Metadata":
             counts = topic_partition_counts(response)
             self._complete(request.request_id, value=counts)
             return Answer(partition_counts=counts)
         else:
             self._complete(request.request_id)
-            if request.api == "OffsetCommit":
+            if request.api == "OffsetCommit" and any(topic.partitions for topic in response.topics):
+                # A commit of no partition is answered without any check (Kafka's API layer too): it proves nothing.
                 return Answer(confirmed_sent_ms=request.sent_ms)
         return Answer()
+
+    def _learn_commit(self, fields: dict, response: Response | None) -> None:
+        """The partitions the coordinator took (answered 0) hold the offsets sent; after no answer, none is known."""
+        sent = committed_offsets(fields)
+        if type(response) is not OffsetCommitResponse:
+            for tp in sent:
+                self._learn(tp, None)
+            return
+        for topic in response.topics:
+            for partition in topic.partitions:
+                tp = TopicPartition(topic.name, partition.partition_index)
+                if partition.error_code == E.NONE and tp in sent:
+                    self._learn(tp, sent[tp])
+
+    def _learn(self, tp: TopicPartition, value: tuple[int, str | None] | None) -> None:
+        if value is None:
+            self.committed.pop(tp, None)
+        else:
+            self.committed[tp] = value
 
 
 def partitions_by_topic(partitions: Collection[TopicPartition]) -> dict[str, list[int]]:
@@ -187,6 +222,24 @@ def commit_topics(offsets: Mapping[TopicPartition, tuple[int, str | None]]) -> l
             {"partition_index": partition, "committed_offset": offset, "committed_metadata": metadata}
         )
     return [{"name": topic, "partitions": partitions} for topic, partitions in grouped.items()]
+
+
+def committed_offsets(fields: dict) -> dict[TopicPartition, tuple[int, str | None]]:
+    """The offsets in OffsetCommit's ``fields`` (the reverse of :func:`commit_topics`)."""
+    return {
+        TopicPartition(topic["name"], partition["partition_index"]): (
+            partition["committed_offset"],
+            partition.get("committed_metadata"),
+        )
+        for topic in fields.get("topics", ())
+        for partition in topic["partitions"]
+    }
+
+
+def commit_answer_code(response: OffsetCommitResponse) -> int:
+    """OffsetCommit's answer has only per-partition codes: the first that is not 0, else 0."""
+    codes = (p.error_code for t in response.topics for p in t.partitions)
+    return next((code for code in codes if code != E.NONE), E.NONE)
 
 
 def commit_error(code: int, message: str = "") -> ZkcoordError:
