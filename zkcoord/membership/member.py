@@ -8,17 +8,15 @@ to run. Time is an argument. The worker in ``zkcoord.client.worker`` does the IO
 
 Rebalance callbacks are the poll side's: the member hands it a :class:`Reconcile` (partitions lost, revoked,
 assigned) and waits for :meth:`GroupMember.ack` before it goes on — an eager member joins only after its
-revocation was acknowledged, which is what makes ownership exclusive. A member whose coordinator has confirmed
-nothing sent in the last session.timeout.ms (the member was paused, cut off, or the coordinator fails over) may
-have been expired there: its session is in doubt (:meth:`GroupMember.session_in_doubt`) and the poll side reads
-none of its partitions, until the coordinator confirms the generation (resume, no rebalance) or ends it
-(UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION: the partitions are lost, the member joins again). A coordinator still
-loading the group answers Heartbeat 0 without checking it, so in doubt the member has its generation checked by
-an OffsetCommit that writes again, unchanged, the offsets the group holds for its partitions (the probe).
+revocation was acknowledged, which is what makes ownership exclusive. While its session is in doubt
+(:meth:`GroupMember.session_in_doubt`) the poll side reads none of its partitions, until the coordinator confirms
+the generation (resume, no rebalance) or ends it (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION: the partitions are lost,
+the member joins again).
 
 This module is the member's state machine (``MemberState``, with its table in ``zkcoord.membership.states``):
 joining, syncing, reconciling, leaving. It hands the rest to its parts: finding the coordinator and heartbeating
-to :class:`~zkcoord.membership.coordinator.CoordinatorLink`, topics and their metadata refresh to
+to :class:`~zkcoord.membership.coordinator.CoordinatorLink`, the session in doubt and its probe to
+:class:`~zkcoord.membership.doubt.SessionDoubt`, topics and their metadata refresh to
 :class:`~zkcoord.membership.subscription.TopicSubscription`, the poll side's commits, offset fetches and metadata
 requests to :class:`~zkcoord.membership.requests.ApplicationRequests`; request fields and the consumer protocol's
 bytes come from ``zkcoord.membership.protocol``, effects and events from ``zkcoord.membership.effects``.
@@ -39,6 +37,7 @@ from zkcoord.errors import (
     error_for,
 )
 from zkcoord.membership.coordinator import CoordinatorLink
+from zkcoord.membership.doubt import SessionDoubt
 from zkcoord.membership.effects import (
     ANY_NODE,
     COORDINATOR,
@@ -62,12 +61,7 @@ from zkcoord.membership.protocol import (
     received_assignment,
     sync_group,
 )
-from zkcoord.membership.requests import (
-    ApplicationRequests,
-    commit_answer_code,
-    commit_topics,
-    topic_partition_counts,
-)
+from zkcoord.membership.requests import ApplicationRequests, topic_partition_counts
 from zkcoord.membership.states import HEARTBEAT_STATES, CoordinatorState, MemberState, check_member_transition
 from zkcoord.membership.subscription import TopicSubscription
 from zkcoord.model import TopicPartition
@@ -105,6 +99,7 @@ class GroupMember:
         self._link = CoordinatorLink(config, self._outbox, self._tag, now_ms)
         self._subscription = TopicSubscription(config, self._outbox, self._tag)
         self._requests = ApplicationRequests(config, self._outbox, self._tag)
+        self._doubt = SessionDoubt(config, self._outbox, self._tag, self._link, self._requests, now_ms)
         self._pending: Reconcile | None = None
         self._group_request: tuple | None = None  # tag of the in-flight JoinGroup/SyncGroup/leader Metadata
         self._sync_sent_ms = now_ms
@@ -112,9 +107,6 @@ class GroupMember:
         self._not_before_ms = now_ms  # backoff for discovery and joins
         self._last_poll_ms = now_ms
         self._poll_timed_out = False
-        self._doubt_reported_ms: int | None = None  # the session deadline whose passing was logged
-        self._probe_tag: tuple | None = None  # the OffsetCommit in flight that has the generation checked in doubt
-        self._probe_sent_ms = now_ms
         self._leader_members: list[MemberSubscription] = []
 
     # ---- outputs ---------------------------------------------------------------------------------------------
@@ -146,8 +138,7 @@ class GroupMember:
         failing over and keep the member: only its next answer tells. Meanwhile the poll side hands out no record.
         It asks this from its own thread: the member reads only values the worker replaces whole.
         """
-        deadline = self._link.session_deadline_ms
-        return deadline is not None and self.state in HEARTBEAT_STATES and now_ms >= deadline
+        return self._doubt.in_doubt(now_ms, self.state in HEARTBEAT_STATES)
 
     @property
     def poll_timed_out(self) -> bool:
@@ -173,8 +164,7 @@ class GroupMember:
         deadlines += self._link.deadlines()
         deadlines += self._subscription.deadlines()
         deadlines += self._requests.deadlines()
-        if self.session_in_doubt(now_ms) and self._probe_tag is None:
-            deadlines.append(self._probe_sent_ms + self.config.retry_backoff_ms)
+        deadlines += self._doubt.deadlines(self.session_in_doubt(now_ms))
         return min(d for d in deadlines if d > now_ms)
 
     # ---- inputs from the poll side ---------------------------------------------------------------------------
@@ -271,7 +261,7 @@ class GroupMember:
         if self.state in (S.LEFT, S.FATAL):
             return
         self._check_poll_timeout(now_ms)
-        self._check_session(now_ms)
+        self._doubt.report(self.session_in_doubt(now_ms), self.member_id, self.generation)
         if self._link.needs_discovery and now_ms >= self._not_before_ms:
             self._link.find()
         self._subscription.refresh(now_ms)
@@ -280,7 +270,7 @@ class GroupMember:
             self._maybe_heartbeat(now_ms)
             self._maybe_probe(now_ms)
         if self.coordinator is None:
-            self._probe_tag = None  # it went to a coordinator given up: ask the next one, ignore a late answer
+            self._doubt.forget()  # the probe went to a coordinator given up: ask the next one
         self._send_application_requests(now_ms)
 
     # ---- join / sync -----------------------------------------------------------------------------------------
@@ -428,42 +418,21 @@ class GroupMember:
 
     def _maybe_heartbeat(self, now_ms: int) -> None:
         if self.state in HEARTBEAT_STATES:
-            self._link.heartbeat(now_ms, lambda: member_identity(self.config, self.generation, self.member_id))
+            self._link.heartbeat(now_ms, self._identity)
 
     def _on_heartbeat(self, tag: tuple, response: Response | None, now_ms: int) -> None:
         if not self._link.heartbeat_answered(tag) or self.state not in HEARTBEAT_STATES or tag[1] != self.generation:
             return
-        code = self._link.heartbeat_done(response, now_ms, probing=bool(self._probe_offsets()))
+        code = self._link.heartbeat_done(response, now_ms, probing=self._doubt.probing(self.owned))
         self._on_generation_answer(code, response, now_ms)
 
-    def _probe_offsets(self) -> dict[TopicPartition, tuple[int, str | None]]:
-        """What the probe commits: the offsets the group holds for the member's partitions, as they are."""
-        committed = self._requests.committed
-        return {tp: committed[tp] for tp in self.owned if tp in committed}
-
     def _maybe_probe(self, now_ms: int) -> None:
-        """In doubt, every retry.backoff.ms: an OffsetCommit the coordinator checks against the member's generation
-        (an empty one is answered unchecked). None while a commit of the poll side is out: that one checks it, and
-        the probe must not overwrite what it commits. Without any known offset, heartbeats alone decide."""
-        if self._probe_tag is not None or not self.session_in_doubt(now_ms) or self._requests.commit_in_flight:
-            return
-        offsets = self._probe_offsets()
-        if not offsets or now_ms < self._probe_sent_ms + self.config.retry_backoff_ms:
-            return
-        fields = {**member_identity(self.config, self.generation, self.member_id), "topics": commit_topics(offsets)}
-        self._probe_tag = self._tag("probe")
-        self._probe_sent_ms = now_ms
-        self._outbox.send(Send(COORDINATOR, "OffsetCommit", fields, self._probe_tag, self._timeout()))
+        self._doubt.probe(now_ms, self.session_in_doubt(now_ms), self.owned, self._identity)
 
     def _on_probe(self, tag: tuple, response: Response | None, now_ms: int) -> None:
-        if tag != self._probe_tag:
+        if not self._doubt.probe_answered(tag) or self.state not in HEARTBEAT_STATES or tag[1] != self.generation:
             return
-        self._probe_tag = None
-        if self.state not in HEARTBEAT_STATES or tag[1] != self.generation:
-            return
-        code = None if response is None else commit_answer_code(response)
-        if code in (E.NONE, E.REBALANCE_IN_PROGRESS):
-            self._link.confirmed(self._probe_sent_ms)  # checked: 0 ends the doubt with no rebalance
+        code = self._doubt.probe_done(response)
         if code is None or code in COORDINATOR_GONE:
             self.coordinator_lost(now_ms, f"probe commit: {'no answer' if code is None else E(code).name}")
         else:  # COORDINATOR_LOAD_IN_PROGRESS and partition errors leave the member in doubt: it asks again
@@ -501,21 +470,6 @@ class GroupMember:
         self._poll_timed_out = True
         self._drop_everything("max.poll.interval.ms exceeded", now_ms, leave=True)
 
-    def _check_session(self, now_ms: int) -> None:
-        """Log once that the session is in doubt; the next answer from the coordinator settles it."""
-        deadline = self._link.session_deadline_ms
-        if not self.session_in_doubt(now_ms) or deadline == self._doubt_reported_ms:
-            return
-        self._doubt_reported_ms = deadline
-        log.warning(
-            "group=%s member=%s: nothing confirmed by the coordinator within session.timeout.ms=%d; its partitions "
-            "are held unread until the coordinator confirms generation %d or ends it",
-            self.config.group_id,
-            self.member_id,
-            self.config.session_timeout_ms,
-            self.generation,
-        )
-
     def _drop_everything(self, reason: str, now_ms: int, leave: bool) -> None:
         """Forget the generation (sending LeaveGroup if dynamic and asked) and report owned partitions lost."""
         if leave and self.generation >= 0 and self.config.group_instance_id is None and self.coordinator:
@@ -529,7 +483,7 @@ class GroupMember:
     def _lose_everything(self, now_ms: int) -> None:
         self._link.stop_heartbeats()
         self._group_request = None
-        self._probe_tag = None
+        self._doubt.forget()
         self._requests.keep_committed(())
         if self._pending is not None:
             # Callbacks for the superseded event may still run; what was to be owned is lost now.
@@ -623,6 +577,10 @@ class GroupMember:
 
     def _backoff(self, now_ms: int) -> None:
         self._not_before_ms = now_ms + self.config.retry_backoff_ms
+
+    def _identity(self) -> dict:
+        """The generation's fields of a Heartbeat or a probe, as they are when it is sent."""
+        return member_identity(self.config, self.generation, self.member_id)
 
     def _timeout(self) -> int:
         return self.config.request_timeout_ms
