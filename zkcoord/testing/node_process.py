@@ -48,7 +48,7 @@ class NodeProcess:
             command += ["--advertised-port", str(advertised_port)]
         for key, value in overrides.items():
             command += ["--override", f"{key}={value}"]
-        with open(self.log_path, "wb") as log_file:
+        with open(self.log_path, "ab") as log_file:  # a restarted node keeps its predecessor's log
             self.process = subprocess.Popen(
                 command,
                 stdout=subprocess.PIPE,
