@@ -24,8 +24,16 @@ READY = "ready"
 POLL_TIMEOUT_MS = 100
 
 
+REBALANCE_MAX_RETRIES = 10
+
+
 def legacy_member_config(
-    group: str, zk_connect: str, member: str, session_timeout_ms: int, auto_commit_interval_ms: int
+    group: str,
+    zk_connect: str,
+    member: str,
+    session_timeout_ms: int,
+    auto_commit_interval_ms: int,
+    rebalance_backoff_ms: int = 200,
 ) -> dict:
     """A legacy member's 0.8.2 properties: auto-commit, quick rebalance retries, from the log's beginning."""
     return {
@@ -33,8 +41,8 @@ def legacy_member_config(
         "zookeeper.connect": zk_connect,
         "consumer.id": member,
         "zookeeper.session.timeout.ms": session_timeout_ms,
-        "rebalance.backoff.ms": 200,
-        "rebalance.max.retries": 10,
+        "rebalance.backoff.ms": rebalance_backoff_ms,
+        "rebalance.max.retries": REBALANCE_MAX_RETRIES,
         "auto.commit.enable": True,
         "auto.commit.interval.ms": auto_commit_interval_ms,
         "auto.offset.reset": "smallest",

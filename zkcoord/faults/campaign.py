@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from zkcoord.compare.history import HANDOVER_SLACK_MS, HistoryReport, check_history, summary_table
-from zkcoord.compare.member import client_member_config, legacy_member_config
+from zkcoord.compare.member import REBALANCE_MAX_RETRIES, client_member_config, legacy_member_config
 from zkcoord.compare.processes import MemberProcess, TraceTail, poll_until
 from zkcoord.compare.production import SyntheticProduction
 from zkcoord.compare.scenarios import GroupView
@@ -145,7 +145,12 @@ class FaultRun:
         count = self.starts[name] = self.starts.get(name, 0) + 1
         group, session_ms = self.groups[slot.kind], self.options.session_timeout_ms
         if slot.kind == LEGACY:
-            config = legacy_member_config(group, slot.zk_proxy.connect_string + self.chroot, name, session_ms, 1000)
+            # Kafka's rule for 0.8.2: rebalance.max.retries * rebalance.backoff.ms > zookeeper.session.timeout.ms,
+            # else a member gives up while a dead member's session has yet to expire, and owns nothing until the
+            # next change (the campaign's faults leave no next change).
+            backoff_ms = 2 * session_ms // REBALANCE_MAX_RETRIES
+            connect = slot.zk_proxy.connect_string + self.chroot
+            config = legacy_member_config(group, connect, name, session_ms, 1000, rebalance_backoff_ms=backoff_ms)
         else:
             bootstrap = [node.client_proxy.address for node in self.nodes.values()]
             config = client_member_config(group, bootstrap, name, "range", False, session_ms, 1000, 1000)
