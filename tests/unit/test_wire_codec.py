@@ -87,7 +87,18 @@ def test_every_valid_example_decodes_with_its_values(api):
     as_map = msgspec.to_builtins(decoded, builtin_types=(bytes,))
     for field, value in VALID[api].items():
         if field in as_map and field != "client_id":
-            assert msgpack.unpackb(msgpack.packb(as_map[field]), raw=False) == value, field
+            decoded_value = msgpack.unpackb(msgpack.packb(as_map[field]), raw=False)
+            assert _fields_of(value, decoded_value) == value, field
+
+
+def _fields_of(example, decoded):
+    """``decoded`` with only the keys ``example`` has: the typed classes also carry fields of Kafka's newer
+    versions (``reason`` ...) that the msgpack examples leave out."""
+    if isinstance(example, dict) and isinstance(decoded, dict):
+        return {key: _fields_of(example[key], decoded[key]) for key in example if key in decoded}
+    if isinstance(example, list) and isinstance(decoded, list) and len(example) == len(decoded):
+        return [_fields_of(item, got) for item, got in zip(example, decoded, strict=True)]
+    return decoded
 
 
 def test_responses_are_written_in_field_order_without_an_unset_error_message():

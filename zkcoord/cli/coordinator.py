@@ -41,6 +41,7 @@ def cmd_coordinator_start(args: argparse.Namespace) -> int:
         config,
         advertised_host=args.advertised_host,
         advertised_port=args.advertised_port,
+        kafka_port=args.kafka_port,
     )
     stop = gevent.event.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -57,6 +58,8 @@ def cmd_coordinator_start(args: argparse.Namespace) -> int:
             return EXIT_OK
         starting.get()  # start's error, if it failed
         running.callback(node.stop)
+        if node.kafka_port is not None:
+            print(f"coordinator node {args.node_id} kafka listener on {args.host}:{node.kafka_port}", flush=True)
         print(f"coordinator node {args.node_id} serving on {args.host}:{node.port}", flush=True)
         stop.wait()
     return EXIT_OK
@@ -102,6 +105,11 @@ def register(commands) -> None:
         "--advertised-port",
         type=int,
         help="port clients are told to connect to, e.g. a proxy's (default: --port)",
+    )
+    start.add_argument(
+        "--kafka-port",
+        type=int,
+        help="serve Kafka's protocol on this port (0: any free port; docs/kafka-protocol.md); same as listeners=",
     )
     start.add_argument("--log-dir", required=True, help="offsets log directory (shared by all nodes)")
     start.add_argument("--config", metavar="FILE", help="Kafka-style properties file")

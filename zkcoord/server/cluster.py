@@ -15,6 +15,7 @@ from zkcoord.runtime.cluster import CachedCluster, ClusterSnapshot
 from zkcoord.wire.messages import MetadataResponseBroker
 from zkcoord.zk.cluster_watch import ClusterWatch
 from zkcoord.zk.election import PartitionElection
+from zkcoord.zk.layout import KafkaListenerAddress
 from zkcoord.zk.nodes import NodeRegistry
 
 log = logging.getLogger(__name__)
@@ -43,6 +44,10 @@ class ZooKeeperCluster:
     def current(self) -> bool:
         """Whether the answers come from a view ZooKeeper has confirmed since the last interruption."""
         return self._watch is not None and self._watch.current
+
+    def kafka_listeners(self) -> dict[int, KafkaListenerAddress]:
+        """The Kafka listener of each registered node that has one (readable registrations only)."""
+        return dict(self._watch.kafka_listeners) if self._watch is not None else {}
 
     def brokers(self) -> tuple[MetadataResponseBroker, ...]:
         return self._answers.brokers()

@@ -42,6 +42,23 @@ class ServerConfig:
     load_max_attempts: int = kafka_field(
         "coordinator.load.max.attempts", 3, "failed loads of a partition before the node resigns it"
     )
+    listeners: str = kafka_field("listeners", "", "PLAINTEXT://host:port of the Kafka listener (none: not served)")
+    advertised_listeners: str = kafka_field("advertised.listeners", "", "PLAINTEXT://host:port told to clients")
+    socket_request_max_bytes: int = kafka_field(
+        "socket.request.max.bytes", 104_857_600, "largest request frame on the Kafka listener"
+    )
+    gateway_port_range: str = kafka_field(
+        "zkcoord.gateway.port.range", "", "START-END: one port per upstream broker id (default: 8 after the Kafka port)"
+    )
+    gateway_lowest_broker_id: int = kafka_field(
+        "zkcoord.gateway.lowest.broker.id", 0, "the upstream broker id served at the range's first port"
+    )
+    gateway_coordinator_id_base: int = kafka_field(
+        "zkcoord.gateway.coordinator.id.base", 1_000_000_000, "Kafka node id of coordinator node 0 (not a broker's)"
+    )
+    gateway_upstream_timeout_ms: int = kafka_field(
+        "zkcoord.gateway.upstream.timeout.ms", 5000, "connecting to an upstream broker gives up after this"
+    )
 
     def __post_init__(self) -> None:
         for name in ("max.connections.per.ip", "connections.max.idle.ms", "request.read.timeout.ms"):
@@ -49,6 +66,27 @@ class ServerConfig:
             if type(value) is not int or value < 1:
                 raise ConfigError(f"{name}: must be a positive int, got {value!r}")
         self.per_ip_overrides()
+
+    def kafka_listener(self, kafka_port: int | None) -> "KafkaListenerSettings | None":
+        """Where the Kafka listener binds and what it advertises (``kafka_port``, e.g. ``--kafka-port``, replaces
+        the port of ``listeners``); None when neither asks for one."""
+        if kafka_port is None and not self.listeners:
+            return None
+        host, port = _plaintext_listener("listeners", self.listeners or "PLAINTEXT://127.0.0.1:9092")
+        port = port if kafka_port is None else kafka_port
+        advertised = None
+        if self.advertised_listeners:
+            advertised = _plaintext_listener("advertised.listeners", self.advertised_listeners)
+        if self.gateway_port_range:
+            start, _, end = self.gateway_port_range.partition("-")
+            if not (start.strip().isdigit() and end.strip().isdigit() and 0 < int(start) <= int(end) <= 65535):
+                raise ConfigError(f"zkcoord.gateway.port.range: {self.gateway_port_range!r} is not START-END")
+            first, last = int(start), int(end)
+        elif port:
+            first, last = port + 1, port + 8
+        else:
+            raise ConfigError("zkcoord.gateway.port.range must be given when the Kafka port is 0 (any free port)")
+        return KafkaListenerSettings(host, port, advertised, first, last, self.gateway_lowest_broker_id)
 
     def per_ip_overrides(self) -> dict[str, int]:
         """``max.connections.per.ip.overrides`` as {ip: bound}, written as Kafka's ``ip:count,ip:count``."""
@@ -59,6 +97,36 @@ class ServerConfig:
                 raise ConfigError(f"max.connections.per.ip.overrides: {item!r} is not ip:count")
             overrides[ip.strip()] = int(count)
         return overrides
+
+
+@dataclass(frozen=True)
+class KafkaListenerSettings:
+    """The Kafka listener's bind address, advertised address (None: the bound one) and gateway ports."""
+
+    host: str
+    port: int
+    advertised: tuple[str, int] | None
+    gateway_first_port: int
+    gateway_last_port: int
+    lowest_broker_id: int
+
+    def gateway_ports(self) -> dict[int, int]:
+        """Gateway port → the upstream broker id it fronts."""
+        return {
+            port: self.lowest_broker_id + port - self.gateway_first_port
+            for port in range(self.gateway_first_port, self.gateway_last_port + 1)
+        }
+
+
+def _plaintext_listener(name: str, value: str) -> tuple[str, int]:
+    """``(host, port)`` of a ``PLAINTEXT://host:port`` listener; ConfigError for anything else."""
+    protocol, _, address = value.strip().partition("://")
+    if protocol.upper() != "PLAINTEXT":
+        raise ConfigError(f"{name}: only PLAINTEXT://host:port is served, got {value!r}")
+    host, _, port = address.rpartition(":")
+    if not port.isdigit() or int(port) > 65535:
+        raise ConfigError(f"{name}: {value!r} has no port")
+    return host.strip("[]") or "0.0.0.0", int(port)
 
 
 @dataclass(frozen=True)

@@ -29,15 +29,18 @@ from zkcoord.group.effects import Append
 from zkcoord.runtime import CoordinatorRuntime
 from zkcoord.runtime.durable import DurableLogs
 from zkcoord.server.cluster import ZooKeeperCluster
-from zkcoord.server.config import NodeConfig
+from zkcoord.server.config import KafkaListenerSettings, NodeConfig
 from zkcoord.server.connection import WireServer
+from zkcoord.server.gateway import UpstreamBrokers
 from zkcoord.server.identity import NodeIdentity
+from zkcoord.server.kafka_listener import KafkaListener
 from zkcoord.server.metrics import NodeMetrics
 from zkcoord.server.migration import GroupMigrations
 from zkcoord.server.mirror import OffsetMirror
 from zkcoord.server.steps import MigrationSteps
 from zkcoord.wire.codec import API_NAMES
-from zkcoord.wire.messages import Request
+from zkcoord.wire.kafka.rewrite import GatewayView, gateway_view
+from zkcoord.wire.messages import FindCoordinatorResponse, Request
 from zkcoord.zk import layout
 from zkcoord.zk.election import PartitionElection
 from zkcoord.zk.leader_znodes import ensure_partition_count
@@ -61,6 +64,7 @@ class CoordinatorNode:
         clock=None,
         advertised_host: str | None = None,
         advertised_port: int | None = None,
+        kafka_port: int | None = None,
     ):
         self.node_id = node_id
         self.host = host
@@ -97,6 +101,9 @@ class CoordinatorNode:
             max_connections_per_ip=config.server.max_connections_per_ip,
             max_connections_per_ip_overrides=config.server.per_ip_overrides(),
         )
+        self.kafka_settings = config.server.kafka_listener(kafka_port)
+        self.upstream = UpstreamBrokers(config.server.gateway_upstream_timeout_ms / 1000)
+        self.kafka = None if self.kafka_settings is None else self._kafka_listener(self.kafka_settings)
         self.zk: KazooClient | None = None
         self._timer_wakeup = Event()
         self._timer_target: int | None = None  # the deadline the timer greenlet sleeps towards
@@ -132,6 +139,9 @@ class CoordinatorNode:
         ensure_partition_count(self.zk, server.root, self.config.coordinator.offsets_topic_num_partitions)
         self.server.start()
         port = self.server.address[1]
+        if self.kafka is not None:
+            self.upstream.watch(self.zk)
+            self.kafka.start()
         self.cluster.registry = NodeRegistry(
             self.zk,
             server.root,
@@ -140,6 +150,7 @@ class CoordinatorNode:
             self.advertised_port or port,
             identity=identity,
             previous_session_wait_s=previous_session_wait_s(server.zookeeper_session_timeout_ms),
+            kafka=self._kafka_address(),
         )
         self.cluster.registry.register()
         self._greenlets.append(gevent.spawn(self._run_timers))
@@ -160,6 +171,51 @@ class CoordinatorNode:
         self.cluster.watch(self.zk, server.root, self.election.num_partitions, (self.node_id, self.registry.data))
         self.logs.start_cleaner()
         log.info("coordinator node started node=%d address=%s:%d", self.node_id, self.host, port)
+
+    # -- Kafka's protocol ----------------------------------------------------------------------------------
+
+    def _kafka_listener(self, settings: KafkaListenerSettings) -> KafkaListener:
+        server = self.config.server
+        return KafkaListener(
+            settings.host,
+            settings.port,
+            settings.gateway_ports(),
+            self.dispatch,
+            self.upstream,
+            self._gateway_view,
+            self._kafka_coordinator,
+            max_request_bytes=server.socket_request_max_bytes,
+            max_connections=server.max_connections,
+            idle_timeout_s=server.connections_max_idle_ms / 1000,
+        )
+
+    def _kafka_address(self) -> layout.KafkaListenerAddress | None:
+        """What the registration tells other nodes of this node's Kafka listener."""
+        if self.kafka is None:
+            return None
+        settings = self.kafka_settings
+        host, port = settings.advertised or (self.advertised_host, self.kafka.port)
+        return layout.KafkaListenerAddress(host, port, settings.gateway_first_port)
+
+    def _gateway_view(self) -> GatewayView:
+        listeners = {
+            node_id: (address.host, address.port, address.gateway_port)
+            for node_id, address in self.cluster.kafka_listeners().items()
+        }
+        server = self.config.server
+        return gateway_view(
+            self.upstream.brokers, listeners, server.gateway_lowest_broker_id, server.gateway_coordinator_id_base
+        )
+
+    def _kafka_coordinator(self, found: FindCoordinatorResponse) -> tuple[int, str, int] | None:
+        address = self.cluster.kafka_listeners().get(found.node_id)
+        if address is None:
+            return None
+        return self.config.server.gateway_coordinator_id_base + found.node_id, address.host, address.port
+
+    @property
+    def kafka_port(self) -> int | None:
+        return None if self.kafka is None else self.kafka.port
 
     @property
     def port(self) -> int:
@@ -194,6 +250,8 @@ class CoordinatorNode:
             self._unload(partition)
         self.runtime.enter(lambda now: self.coordinator.shutdown())
         self.server.stop(self.config.server.shutdown_timeout_ms / 1000)
+        if self.kafka is not None:
+            self.kafka.stop()
         # Commits answered until now are still owed to ZooKeeper: the mirror gets the same bound to catch up.
         self.mirror.stop(self.config.server.shutdown_timeout_ms / 1000)
         self.migrations.stop()

@@ -60,6 +60,7 @@ class JoinGroupRequest(Message, kw_only=True):
     protocols: tuple[JoinGroupRequestProtocol, ...]
     client_id: str = ""
     client_host: str = ""  # as DescribeGroups shows it: "/" and the peer's address
+    reason: str | None = None  # why the member (re)joins (KIP-800); logged, not stored
 
 
 class SyncGroupRequestAssignment(Message, kw_only=True):
@@ -87,6 +88,7 @@ class HeartbeatRequest(Message, kw_only=True):
 class MemberIdentity(Message, kw_only=True):
     member_id: str
     group_instance_id: str | None = None
+    reason: str | None = None
 
 
 class LeaveGroupRequest(Message, kw_only=True):
@@ -97,6 +99,7 @@ class LeaveGroupRequest(Message, kw_only=True):
 class OffsetCommitRequestPartition(Message, kw_only=True):
     partition_index: Int32
     committed_offset: Int64
+    committed_leader_epoch: Int32 = -1  # Kafka's; not stored, so OffsetFetch answers -1 (docs/kafka-protocol.md)
     committed_metadata: str | None = None
 
 
@@ -124,14 +127,19 @@ class OffsetFetchRequest(Message, kw_only=True):
     group_id: str | None = None
     topics: tuple[OffsetFetchRequestTopic, ...] | None = None  # None: every partition with an offset
     log_only: bool = False  # zkcoord's: the log's own offsets, never ZooKeeper's
+    require_stable: bool = False  # Kafka's (KIP-447); zkcoord has no pending transactional offsets
+    member_id: str | None = None  # Kafka's, checked only for KIP-848 groups, which zkcoord does not serve
+    member_epoch: Int32 = -1
 
 
 class DescribeGroupsRequest(Message, kw_only=True):
     groups: tuple[str, ...]
+    include_authorized_operations: bool = False
 
 
 class ListGroupsRequest(Message, kw_only=True):
     states_filter: tuple[str, ...] | None = None  # None or empty: every state
+    types_filter: tuple[str, ...] | None = None  # None or empty: every type; zkcoord's groups are all "classic"
 
 
 class DeleteGroupsRequest(Message, kw_only=True):

@@ -50,6 +50,7 @@ class ClusterWatch:
         self.on_change = on_change
         self.own_registration = own_registration
         self.nodes: dict[int, tuple[str, int] | str] = {}
+        self.kafka_listeners: dict[int, layout.KafkaListenerAddress] = {}  # of the readable nodes that have one
         self.leaders: dict[int, int] = {}
         self.current = False
         self._nodes_path = layout.coordinator_nodes_path(root)
@@ -126,6 +127,7 @@ class ClusterWatch:
         ids = {int(child) for child in children if child.isdigit()}
         for node_id in set(self.nodes) - ids:
             del self.nodes[node_id]
+            self.kafka_listeners.pop(node_id, None)
         for node_id in sorted(ids if every else ids - set(self.nodes)):
             self._read_node(layout.coordinator_node_path(self.root, node_id))
 
@@ -135,9 +137,14 @@ class ClusterWatch:
             data, stat = self.client.get(path, watch=self._on_watch)
         except NoNodeError:
             self.nodes.pop(node_id, None)  # the list's watch says so too
+            self.kafka_listeners.pop(node_id, None)
             return
+        self.kafka_listeners.pop(node_id, None)
         try:
             self.nodes[node_id] = layout.decode_coordinator_node(path, data)
+            kafka = layout.decode_coordinator_node_kafka(path, data)
+            if kafka is not None:
+                self.kafka_listeners[node_id] = kafka
         except ZnodeDecodeError as error:
             self.nodes[node_id] = str(error)
             log.warning("unreadable coordinator registration znode=%s error=%s", path, error)

@@ -474,13 +474,40 @@ def _decode_object(path: str, data: bytes | None, fields: Mapping[str, type]) ->
     return obj
 
 
-def encode_coordinator_node(host: str, port: int, identity: str | None = None) -> bytes:
-    """``{"version":1,"host":"...","port":9092,"identity":"..."}``; ``identity`` names the node's log directory
-    copy (readers that do not know the field ignore it)."""
+@dataclass(frozen=True)
+class KafkaListenerAddress:
+    """Where a node serves Kafka's protocol: its bootstrap ``host:port`` and the first port of its gateway range
+    (upstream broker ``b`` is at ``gateway_port + b - lowest broker id``, docs/kafka-protocol.md)."""
+
+    host: str
+    port: int
+    gateway_port: int
+
+
+def encode_coordinator_node(
+    host: str, port: int, identity: str | None = None, kafka: KafkaListenerAddress | None = None
+) -> bytes:
+    """``{"version":1,"host":"...","port":9092,"identity":"...","kafka_host":...}``; ``identity`` names the
+    node's log directory copy, ``kafka_*`` its Kafka listener (readers that do not know a field ignore it)."""
     fields: dict[str, object] = {"version": 1, "host": host, "port": port}
     if identity is not None:
         fields["identity"] = identity
+    if kafka is not None:
+        fields.update(kafka_host=kafka.host, kafka_port=kafka.port, kafka_gateway_port=kafka.gateway_port)
     return _encode_compact(fields)
+
+
+def decode_coordinator_node_kafka(path: str, data: bytes | None) -> KafkaListenerAddress | None:
+    """The Kafka listener a node registration names, or None for a node without one."""
+    obj = _decode_object(path, data, {})
+    if "kafka_port" not in obj:
+        return None
+    fields = {name: obj.get(name) for name in ("kafka_host", "kafka_port", "kafka_gateway_port")}
+    if not isinstance(fields["kafka_host"], str) or not all(
+        type(fields[name]) is int and 0 < fields[name] <= 65535 for name in ("kafka_port", "kafka_gateway_port")
+    ):
+        raise ZnodeDecodeError(path, "kafka_host must be a string and kafka ports within 1..65535", data)
+    return KafkaListenerAddress(fields["kafka_host"], fields["kafka_port"], fields["kafka_gateway_port"])
 
 
 def decode_coordinator_node(path: str, data: bytes | None) -> tuple[str, int]:

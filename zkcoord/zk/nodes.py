@@ -103,6 +103,7 @@ class NodeRegistry:
         port: int,
         identity: str | None = None,
         previous_session_wait_s: float = 0.0,
+        kafka: layout.KafkaListenerAddress | None = None,
     ):
         self.client = client
         self.root = root
@@ -110,7 +111,7 @@ class NodeRegistry:
         self.path = layout.coordinator_node_path(root, node_id)
         self.identity = identity
         self.previous_session_wait_s = previous_session_wait_s
-        self.data = layout.encode_coordinator_node(host, port, identity)  # what the registration holds
+        self.data = layout.encode_coordinator_node(host, port, identity, kafka)  # what the registration holds
         self._wake = gevent.event.Event()
         self._worker: gevent.Greenlet | None = None
         self._stopped = False

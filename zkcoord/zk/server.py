@@ -5,6 +5,7 @@ Debian's ``/usr/share/java/zookeeper.jar``. Readiness is ``srvr`` reporting ``Mo
 (``ruok`` answers before the server serves).
 """
 
+import contextlib
 import importlib.util
 import logging
 import os
@@ -92,18 +93,25 @@ def port_to_return_to(host: str) -> int:
 
     While such a server is down its clients keep reconnecting, and a connection to a port in the ephemeral range
     can be given that very port as its own (a TCP self-connect), which the server then cannot bind again."""
+    return free_port_block(host, 1)
+
+
+def free_port_block(host: str, count: int) -> int:
+    """The first of ``count`` consecutive free ports below the kernel's ephemeral range (see
+    :func:`port_to_return_to`), e.g. a Kafka listener and its gateway ports."""
     try:
         low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     except (OSError, ValueError, IndexError):
         low = 32768  # Linux's default
-    for port in random.sample(range(10_000, low), 200):
-        with socket.socket() as probe:
+    for first in random.sample(range(10_000, low - count), 200):
+        with contextlib.ExitStack() as probes:
             try:
-                probe.bind((host, port))
+                for port in range(first, first + count):
+                    probes.enter_context(socket.socket()).bind((host, port))
             except OSError:
                 continue
-            return port
-    return free_port(host)
+            return first
+    raise OSError(f"no {count} consecutive free ports on {host}")
 
 
 class EmbeddedZooKeeper:

@@ -1,0 +1,135 @@
+"""The data brokers behind a node's Kafka listener: who they are (ZooKeeper's ``/brokers/ids``), what they
+advertise (their ApiVersions, asked once), and one upstream connection per client connection.
+
+Each client connection that sends a data request gets its own connection to the broker its port fronts (the
+bootstrap port: the lowest-id broker that answers), so correlation ids and order pass through unchanged, as in
+Kroxylicious. A broker that cannot be reached within ``upstream_timeout_s`` closes the client's connection,
+which is what a client sees of a broker that is down: it refreshes its metadata, never hangs.
+
+IO: gevent sockets and kazoo. Expects the node's gevent hub.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import struct
+
+import gevent
+from gevent import socket
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+
+from zkcoord.wire.kafka.frames import SIZE, encode_request, read_response
+from zkcoord.wire.kafka.versions import API_VERSIONS
+from zkcoord.zk import layout
+from zkcoord.zk.layout import ZnodeDecodeError
+
+log = logging.getLogger(__name__)
+
+Address = tuple[str, int]
+_PROBE_VERSION = 3  # the first flexible ApiVersions: every 2.4+ broker answers it
+
+
+class UpstreamUnavailable(OSError):
+    """No data broker could be reached (or none is registered)."""
+
+
+def read_frame(sock: socket.socket, max_bytes: int) -> bytes | None:
+    """One size-prefixed frame from ``sock`` (without its prefix); None at a clean end of stream."""
+    prefix = _read_exactly(sock, SIZE.size)
+    if prefix is None:
+        return None
+    (size,) = SIZE.unpack(prefix)
+    if not 0 <= size <= max_bytes:
+        raise ValueError(f"frame of {size} bytes (socket.request.max.bytes is {max_bytes})")
+    frame = _read_exactly(sock, size)
+    if frame is None:
+        raise ConnectionError("connection closed inside a frame")
+    return frame
+
+
+def _read_exactly(sock: socket.socket, size: int) -> bytes | None:
+    chunks, missing = [], size
+    while missing:
+        chunk = sock.recv(min(missing, 1 << 20))
+        if not chunk:
+            if missing == size:
+                return None
+            raise ConnectionError("connection closed inside a frame")
+        chunks.append(chunk)
+        missing -= len(chunk)
+    return b"".join(chunks)
+
+
+class UpstreamBrokers:
+    """The registered data brokers (``/brokers/ids`` of the node's ZooKeeper, watched) and their API versions."""
+
+    def __init__(self, upstream_timeout_s: float):
+        self.upstream_timeout_s = upstream_timeout_s
+        self.brokers: dict[int, Address] = {}
+        self._versions: dict[int, tuple[int, int]] | None = None
+        self._client: KazooClient | None = None
+
+    def watch(self, client: KazooClient) -> None:
+        self._client = client
+        client.ensure_path(layout.BROKER_IDS_PATH)
+        client.ChildrenWatch(layout.BROKER_IDS_PATH, self._on_children)
+
+    def _on_children(self, children: list[str]) -> None:
+        brokers = {}
+        for child in children:
+            if not child.isdigit():
+                continue
+            try:
+                data, _ = self._client.get(layout.broker_path(child))
+                registration = layout.decode_broker_registration(int(child), data)
+            except NoNodeError:
+                continue
+            except ZnodeDecodeError as error:
+                log.warning("unreadable broker registration, not served error=%s", error)
+                continue
+            if registration.host is not None:
+                brokers[registration.broker_id] = (registration.host, registration.port)
+        if brokers != self.brokers:
+            log.info("upstream brokers %s", brokers)
+        self.brokers = brokers
+
+    def connect(self, broker_id: int | None) -> socket.socket:
+        """A connection to ``broker_id`` (None: the first broker that answers); UpstreamUnavailable if none."""
+        candidates = [broker_id] if broker_id is not None else sorted(self.brokers)
+        for candidate in candidates:
+            address = self.brokers.get(candidate)
+            if address is None:
+                continue
+            try:
+                sock = socket.create_connection(address, timeout=self.upstream_timeout_s)
+            except OSError as error:
+                log.info("upstream broker unreachable broker=%s address=%s:%s error=%s", candidate, *address, error)
+                continue
+            sock.settimeout(None)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            return sock
+        raise UpstreamUnavailable(f"no reachable broker among {candidates} ({self.brokers})")
+
+    def api_versions(self) -> dict[int, tuple[int, int]]:
+        """The API versions the brokers advertise (asked once, of the first that answers); {} if none answers."""
+        if self._versions is None:
+            try:
+                self._versions = self._ask_versions()
+            except (OSError, ValueError, struct.error) as error:
+                log.warning("upstream ApiVersions failed, advertising group APIs only error=%s", error)
+                return {}
+        return self._versions
+
+    def _ask_versions(self) -> dict[int, tuple[int, int]]:
+        from kio.schema.api_versions.v3.request import ApiVersionsRequest
+
+        request = ApiVersionsRequest(client_software_name="zkcoord-gateway", client_software_version="1")
+        with contextlib.closing(self.connect(None)) as sock, gevent.Timeout(self.upstream_timeout_s, OSError):
+            sock.sendall(encode_request(0, "zkcoord-gateway", request))
+            frame = read_frame(sock, 1 << 20)
+        if frame is None:
+            raise OSError("upstream closed the connection")
+        _, response = read_response(API_VERSIONS, _PROBE_VERSION, frame)
+        return {int(each.api_key): (int(each.min_version), int(each.max_version)) for each in response.api_keys}

@@ -1,0 +1,323 @@
+"""Kafka's wire protocol on a coordinator node: group APIs served by the node, everything else forwarded.
+
+One listener owns the node's Kafka port (where clients bootstrap) and its gateway ports (one per upstream
+broker id, docs/kafka-protocol.md). On every port a request of a served group API is decoded with kio, mapped
+onto zkcoord's typed requests (:mod:`zkcoord.wire.kafka.groups`) and handed to the same ``dispatch`` as the
+msgpack listener's, so both listeners share one coordinator. Any other request is forwarded as its bytes to the
+broker the port fronts, over an upstream connection of the client connection's own, and its answer comes back
+as its bytes, except the answers that carry broker addresses, which are rewritten.
+
+Answers go out in request order, as Kafka's clients require: each request takes a slot in a bounded queue
+when it is read, and a writer greenlet sends the slots in order as they are filled. When the queue is full
+the connection reads no more (back-pressure through TCP). A frame that cannot be read closes its connection
+and nothing else, as on a Kafka broker.
+
+IO: gevent sockets. Knows ``dispatch`` and the gateway, not the core.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import logging
+import socket
+from collections.abc import Callable
+from functools import partial
+
+import gevent
+import msgspec
+from gevent.event import AsyncResult
+from gevent.queue import Queue
+from gevent.server import StreamServer
+
+from zkcoord.errors import ErrorCode
+from zkcoord.server.gateway import UpstreamBrokers, UpstreamUnavailable, read_frame
+from zkcoord.wire import messages as m
+from zkcoord.wire.kafka import frames, groups, versions
+from zkcoord.wire.kafka.entities import build
+from zkcoord.wire.kafka.frames import (
+    SIZE,
+    KafkaFrameError,
+    RequestHeader,
+    encode_response,
+    produce_acks,
+    read_body,
+    read_header,
+    read_response,
+    response_schema,
+)
+from zkcoord.wire.kafka.rewrite import GatewayView, rewrite_response
+from zkcoord.wire.limits import collapsed, id_length_problem
+
+log = logging.getLogger(__name__)
+
+Dispatch = Callable[[m.Request, Callable[[m.Response], None]], None]
+_MAX_IN_FLIGHT = 128  # answers a connection may owe before it stops reading
+_REWRITTEN = frozenset((versions.METADATA, versions.DESCRIBE_CLUSTER, versions.FIND_COORDINATOR))
+_TRANSACTION_KEY = 1
+_CLOSE = b""  # a slot's value that closes the connection once the answers before it are written
+
+
+class KafkaListener:
+    """Kafka's protocol on ``host``: the bootstrap ``port`` and ``gateway_ports`` (port → upstream broker id).
+
+    ``view()`` says where brokers and coordinator nodes are reached; ``coordinator_address(answer)`` turns a
+    FindCoordinator answer of the core into ``(node_id, host, port)`` on this protocol, or None.
+    """
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        gateway_ports: dict[int, int],
+        dispatch: Dispatch,
+        upstream: UpstreamBrokers,
+        view: Callable[[], GatewayView],
+        coordinator_address: groups.CoordinatorAddress,
+        max_request_bytes: int,
+        max_connections: int,
+        idle_timeout_s: float,
+    ):
+        self.dispatch = dispatch
+        self.upstream = upstream
+        self.view = view
+        self.coordinator_address = coordinator_address
+        self.max_request_bytes = max_request_bytes
+        self.max_connections = max_connections
+        self.idle_timeout_s = idle_timeout_s
+        self.connections_open = 0
+        self.requests_total = 0
+        self.forwarded_total = 0
+        self.frame_errors_total = 0
+        self._connections: set[_Connection] = set()
+        self._servers = {None: StreamServer((host, port), partial(self._serve, None))}
+        for gateway_port, broker_id in gateway_ports.items():
+            self._servers[broker_id] = StreamServer((host, gateway_port), partial(self._serve, broker_id))
+
+    @property
+    def port(self) -> int:
+        return self._servers[None].address[1]
+
+    def start(self) -> None:
+        for server in self._servers.values():
+            server.start()
+        log.info("kafka listener on port=%d gateway ports=%d", self.port, len(self._servers) - 1)
+
+    def stop(self) -> None:
+        for server in self._servers.values():
+            server.close()
+        for connection in list(self._connections):
+            connection.close()
+
+    def _serve(self, broker_id: int | None, sock: socket.socket, peer: tuple) -> None:
+        if self.connections_open >= self.max_connections:
+            log.warning("kafka connection refused peer=%s:%s reason=max.connections", *peer[:2])
+            sock.close()
+            return
+        connection = _Connection(self, sock, peer, broker_id)
+        self.connections_open += 1
+        self._connections.add(connection)
+        try:
+            connection.serve()
+        finally:
+            self._connections.discard(connection)
+            self.connections_open -= 1
+            connection.close()
+
+
+class _Connection:
+    def __init__(self, listener: KafkaListener, sock: socket.socket, peer: tuple, broker_id: int | None):
+        self.listener = listener
+        self.sock = sock
+        self.peer = f"{peer[0]}:{peer[1]}"
+        self.client_host = f"/{peer[0]}"
+        self.broker_id = broker_id  # the upstream broker this port fronts; None: the bootstrap port
+        self.slots: Queue = Queue(_MAX_IN_FLIGHT)
+        self.upstream: socket.socket | None = None
+        self.pending: collections.deque[tuple[RequestHeader, AsyncResult]] = collections.deque()
+        self.greenlets: list[gevent.Greenlet] = []
+
+    def serve(self) -> None:
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock.settimeout(self.listener.idle_timeout_s)
+        writer = gevent.spawn(self._write_answers)
+        self.greenlets.append(writer)
+        try:
+            while not writer.dead:
+                frame = read_frame(self.sock, self.listener.max_request_bytes)
+                if frame is None:
+                    break
+                self.listener.requests_total += 1
+                self._handle(read_header(frame), frame)
+        except (KafkaFrameError, ValueError) as error:
+            self.listener.frame_errors_total += 1
+            log.info("bad kafka frame, closing peer=%s error=%s", self.peer, error)
+        except UpstreamUnavailable as error:
+            log.info("closing kafka connection peer=%s: %s", self.peer, error)
+        except OSError as error:
+            log.debug("kafka connection ended peer=%s error=%s", self.peer, error)
+        self._answer(_CLOSE)
+        writer.join(timeout=self.listener.idle_timeout_s)
+
+    def close(self) -> None:
+        gevent.killall([g for g in self.greenlets if g is not gevent.getcurrent()], block=False)
+        for sock in (self.sock, self.upstream):
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.close()
+
+    # -- answers, in order -----------------------------------------------------------------------------------
+
+    def _slot(self) -> AsyncResult:
+        slot = AsyncResult()
+        self.slots.put(slot)  # blocks while _MAX_IN_FLIGHT answers are owed: the reader stops reading
+        return slot
+
+    def _answer(self, frame: bytes) -> None:
+        self._slot().set(frame)
+
+    def _write_answers(self) -> None:
+        while True:
+            frame = self.slots.get().get()
+            if not frame:  # _CLOSE
+                break
+            try:
+                self.sock.sendall(frame)
+            except OSError as error:
+                log.debug("kafka connection lost while writing peer=%s error=%s", self.peer, error)
+                break
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+
+    # -- requests ----------------------------------------------------------------------------------------------
+
+    def _handle(self, header: RequestHeader, frame: bytes) -> None:
+        api_key = header.api_key
+        if api_key == versions.API_VERSIONS:
+            self._answer(self._api_versions(header))
+        elif versions.served(api_key, header.api_version):
+            body = read_body(header, frame)
+            if api_key == versions.FIND_COORDINATOR and body.key_type == _TRANSACTION_KEY:
+                self._forward(header, frame)
+            else:
+                self._serve_group_request(header, body)
+        elif api_key in versions.SERVED or api_key in versions.REFUSED:
+            self._refuse(header, frame)
+        else:
+            self._forward(header, frame)
+
+    def _api_versions(self, header: RequestHeader) -> bytes:
+        low, high = versions.SERVED[versions.API_VERSIONS]
+        if header.api_version > high:
+            # Kafka's answer to an ApiVersions newer than it knows: v0, 35, and its own ApiVersions range.
+            table, version, error = {versions.API_VERSIONS: (low, high)}, 0, ErrorCode.UNSUPPORTED_VERSION
+        else:
+            table, version, error = versions.advertised(self.listener.upstream.api_versions()), header.api_version, 0
+        plain = {
+            "error_code": error,
+            "api_keys": [{"api_key": key, "min_version": lo, "max_version": hi} for key, (lo, hi) in table.items()],
+            "throttle_time": 0,
+            "supported_features": [],
+            "finalized_features_epoch": -1,
+            "finalized_features": [],
+            "zk_migration_ready": False,
+        }
+        return encode_response(header.correlation_id, build(response_schema(header.api_key, version), plain))
+
+    def _refuse(self, header: RequestHeader, frame: bytes) -> None:
+        """A version of a group API not served, or an API of a protocol zkcoord does not serve: closed, as a Kafka
+        broker closes on an API it does not know. TxnOffsetCommit is answered 35 on every partition instead, so
+        that an exactly-once producer fails with an error that names the request."""
+        log.warning(
+            "refusing api=%d v%d (not served by zkcoord) peer=%s", header.api_key, header.api_version, self.peer
+        )
+        if header.api_key == versions.TXN_OFFSET_COMMIT and frames.request_schema(header.api_key, header.api_version):
+            refusal = groups.txn_offset_commit_refusal(header.api_version, read_body(header, frame))
+            self._answer(self._encode(header, refusal))
+            return
+        raise KafkaFrameError(f"api {header.api_key} v{header.api_version} is not served here")
+
+    def _serve_group_request(self, header: RequestHeader, body) -> None:
+        slot = self._slot()
+        api_key, version = header.api_key, header.api_version
+        try:
+            requests = groups.core_requests(api_key, version, body, header.client_id, self.client_host)
+        except msgspec.ValidationError as error:
+            log.info("refusing api=%d v%d peer=%s: %s", api_key, version, self.peer, error)
+            slot.set(self._encode(header, groups.refused_response(api_key, version, (), ErrorCode.INVALID_REQUEST)))
+            return
+        problems = [id_length_problem(request, header.client_id) for request in requests]
+        if any(problems):
+            log.info("refusing api=%d v%d peer=%s: %s", api_key, version, self.peer, next(filter(None, problems)))
+            response = groups.refused_response(api_key, version, requests, ErrorCode.INVALID_REQUEST)
+            slot.set(self._encode(header, response))
+            return
+        requests = tuple(collapsed(request) for request in requests)
+        answers: list[m.Response | None] = [None] * len(requests)
+        remaining = [len(requests)]
+
+        def answered(index: int, response: m.Response) -> None:
+            if self._joins_again(version, requests[index], response, index, answered):
+                return
+            answers[index] = response
+            remaining[0] -= 1
+            if not remaining[0]:
+                address = self.listener.coordinator_address
+                slot.set(self._encode(header, groups.kafka_response(api_key, version, requests, answers, address)))
+
+        if not requests:
+            slot.set(self._encode(header, groups.kafka_response(api_key, version, (), (), None)))
+        for index, request in enumerate(requests):
+            self.listener.dispatch(request, partial(answered, index))
+
+    def _joins_again(self, version: int, request: m.Request, response: m.Response, index: int, answered) -> bool:
+        """JoinGroup before v4 has no MEMBER_ID_REQUIRED: join again with the id given, as Kafka's broker does
+        for such clients, so they never see the code."""
+        if not (
+            version < 4
+            and isinstance(response, m.JoinGroupResponse)
+            and response.error_code == ErrorCode.MEMBER_ID_REQUIRED
+            and isinstance(request, m.JoinGroupRequest)
+            and not request.member_id
+        ):
+            return False
+        again = msgspec.structs.replace(request, member_id=response.member_id)
+        self.listener.dispatch(again, lambda second: answered(index, second))
+        return True
+
+    def _encode(self, header: RequestHeader, response) -> bytes:
+        return encode_response(header.correlation_id, response)
+
+    # -- forwarding -----------------------------------------------------------------------------------------------
+
+    def _forward(self, header: RequestHeader, frame: bytes) -> None:
+        if self.upstream is None:
+            self.upstream = self.listener.upstream.connect(self.broker_id)
+            self.greenlets.append(gevent.spawn(self._read_upstream, self.upstream))
+        if not (header.api_key == versions.PRODUCE and produce_acks(header, frame) == 0):
+            self.pending.append((header, self._slot()))
+        self.listener.forwarded_total += 1
+        self.upstream.sendall(SIZE.pack(len(frame)) + frame)
+
+    def _read_upstream(self, upstream: socket.socket) -> None:
+        try:
+            while True:
+                frame = read_frame(upstream, 2**31 - 1)
+                if frame is None or not self.pending:
+                    break
+                header, slot = self.pending.popleft()
+                if header.api_key in _REWRITTEN:
+                    slot.set(self._rewritten(header, frame))
+                else:
+                    slot.set(SIZE.pack(len(frame)) + frame)
+        except (OSError, ValueError, KafkaFrameError) as error:
+            log.info("upstream connection failed peer=%s error=%s", self.peer, error)
+        # The broker went away: the client sees its connection close, as it would with the broker itself.
+        while self.pending:
+            self.pending.popleft()[1].set(_CLOSE)
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RD)
+
+    def _rewritten(self, header: RequestHeader, frame: bytes) -> bytes:
+        correlation_id, response = read_response(header.api_key, header.api_version, frame)
+        return encode_response(correlation_id, rewrite_response(header.api_key, response, self.listener.view()))

@@ -1,0 +1,146 @@
+"""Kafka request and response frames through kio: the header that routes a request, its body, the answer.
+
+A frame here is what follows Kafka's 4-byte size prefix. Every request header starts with api key, api version
+and correlation id whatever its version, so a frame of an API or version kio does not know can still be routed
+(forwarded as it is); decoding its body needs kio's schema, which also says whether the version is flexible
+(request header v2 and response header v1, with tagged fields) or not.
+
+Pure: imports only kio.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from dataclasses import dataclass
+
+from kio.index import KioIndexError, load_request_schema, load_response_schema
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
+from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
+from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
+from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
+from kio.serial import entity_reader, entity_writer
+from kio.serial.readers import read_compact_string_nullable, read_int16, read_nullable_legacy_string
+from kio.static.primitive import i32
+
+from zkcoord.wire.kafka.versions import API_VERSIONS
+
+_ROUTING = struct.Struct(">hhi")
+SIZE = struct.Struct(">i")
+
+
+class KafkaFrameError(ValueError):
+    """A frame that cannot be read: the connection that sent it is closed (Kafka's broker does the same)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None = None
+    body_offset: int = _ROUTING.size  # where the body starts; only known for versions kio knows
+
+
+def request_schema(api_key: int, api_version: int) -> type | None:
+    """kio's request class for this API version, or None when kio does not know it."""
+    try:
+        return load_request_schema(api_key, api_version)
+    except KioIndexError:
+        return None
+
+
+def read_header(frame: bytes) -> RequestHeader:
+    """The routing fields of any request, and its client id and body offset when kio knows the version."""
+    if len(frame) < _ROUTING.size:
+        raise KafkaFrameError(f"a request of {len(frame)} bytes is shorter than a request header")
+    api_key, api_version, correlation_id = _ROUTING.unpack_from(frame)
+    schema = request_schema(api_key, api_version)
+    if schema is None:
+        return RequestHeader(api_key, api_version, correlation_id)
+    header_class = RequestHeaderV2 if schema.__flexible__ else RequestHeaderV1
+    try:
+        header, size = entity_reader(header_class)(frame, 0)
+    except Exception as error:  # kio raises several kinds for truncated or malformed bytes
+        raise KafkaFrameError(f"malformed request header: {error}") from None
+    return RequestHeader(api_key, api_version, correlation_id, header.client_id, size)
+
+
+def read_body(header: RequestHeader, frame: bytes):
+    """The request entity of ``frame``; KafkaFrameError when its bytes are not that request."""
+    schema = request_schema(header.api_key, header.api_version)
+    if schema is None:
+        raise KafkaFrameError(f"api {header.api_key} v{header.api_version} has no schema here")
+    try:
+        body, size = entity_reader(schema)(frame, header.body_offset)
+    except Exception as error:
+        raise KafkaFrameError(f"malformed api {header.api_key} v{header.api_version} request: {error}") from None
+    if header.body_offset + size != len(frame):
+        raise KafkaFrameError(
+            f"api {header.api_key} v{header.api_version} request has {len(frame) - header.body_offset - size} "
+            "bytes after its body"
+        )
+    return body
+
+
+def response_schema(api_key: int, api_version: int) -> type:
+    return load_response_schema(api_key, api_version)
+
+
+def encode_response(correlation_id: int, response) -> bytes:
+    """The size-prefixed frame of ``response`` (a kio response entity) answering ``correlation_id``."""
+    # ApiVersions answers with header v0 at every version: a client reads it before it knows what is flexible.
+    flexible = response.__flexible__ and response.__api_key__ != API_VERSIONS
+    buffer = io.BytesIO()
+    buffer.write(b"\0\0\0\0")
+    if flexible:
+        entity_writer(ResponseHeaderV1)(buffer, ResponseHeaderV1(correlation_id=i32(correlation_id)))
+    else:
+        entity_writer(ResponseHeaderV0)(buffer, ResponseHeaderV0(correlation_id=i32(correlation_id)))
+    entity_writer(type(response))(buffer, response)
+    frame = buffer.getbuffer()
+    SIZE.pack_into(frame, 0, len(frame) - SIZE.size)
+    return bytes(frame)
+
+
+def encode_request(correlation_id: int, client_id: str | None, request) -> bytes:
+    """The size-prefixed frame of ``request`` (a kio request entity): what a client sends (tests, the gateway's
+    own upstream requests)."""
+    header_class = RequestHeaderV2 if request.__flexible__ else RequestHeaderV1
+    buffer = io.BytesIO()
+    buffer.write(b"\0\0\0\0")
+    header = header_class(
+        request_api_key=request.__api_key__,
+        request_api_version=request.__version__,
+        correlation_id=i32(correlation_id),
+        client_id=client_id,
+    )
+    entity_writer(header_class)(buffer, header)
+    entity_writer(type(request))(buffer, request)
+    frame = buffer.getbuffer()
+    SIZE.pack_into(frame, 0, len(frame) - SIZE.size)
+    return bytes(frame)
+
+
+def read_response(api_key: int, api_version: int, frame: bytes):
+    """``(correlation_id, entity)`` of a response frame to a request of this API version."""
+    schema = response_schema(api_key, api_version)
+    flexible = schema.__flexible__ and api_key != API_VERSIONS
+    header_class = ResponseHeaderV1 if flexible else ResponseHeaderV0
+    try:
+        header, offset = entity_reader(header_class)(frame, 0)
+        body, _ = entity_reader(schema)(frame, offset)
+    except Exception as error:
+        raise KafkaFrameError(f"malformed api {api_key} v{api_version} response: {error}") from None
+    return header.correlation_id, body
+
+
+def produce_acks(header: RequestHeader, frame: bytes) -> int:
+    """The ``acks`` of a Produce request (v3+): 0 means the client expects no response."""
+    read_id = read_compact_string_nullable if header.api_version >= 9 else read_nullable_legacy_string
+    try:
+        _, size = read_id(frame, header.body_offset)
+        acks, _ = read_int16(frame, header.body_offset + size)
+    except Exception as error:
+        raise KafkaFrameError(f"malformed Produce request: {error}") from None
+    return acks

@@ -1,0 +1,87 @@
+"""A gateway's rewrite of the broker addresses in forwarded answers, and where each upstream broker is served.
+
+Clients must reach every broker through a zkcoord node, so every address an answer carries is replaced:
+Metadata's and DescribeCluster's brokers (their ids kept, so partition leaders and ``controller_id`` stay
+right), and FindCoordinator's transaction coordinators. Metadata and DescribeCluster also list the coordinator
+nodes, under ids disjoint from the brokers', because clients only trust a coordinator that Metadata names.
+
+Every node answers alike: upstream broker ``b`` (the ``i``-th in id order) is served by the ``i mod n``-th node
+with a Kafka listener, at that node's gateway port for ``b``. So clients that ask different nodes see one
+address per broker, and the brokers' traffic spreads over the nodes.
+
+Pure: imports only zkcoord.wire.kafka.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+
+from zkcoord.wire.kafka.entities import build, to_plain
+
+Address = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class GatewayView:
+    """What a node needs to rewrite: where each upstream broker and each coordinator node is reached."""
+
+    brokers: Mapping[int, Address]  # upstream broker id → the gateway address clients use
+    coordinators: Mapping[int, Address]  # coordinator id as Kafka clients see it → its Kafka listener
+
+    def broker(self, broker_id: int) -> Address | None:
+        return self.brokers.get(broker_id)
+
+
+def gateway_view(
+    broker_ids: Collection[int],
+    listeners: Mapping[int, tuple[str, int, int]],
+    lowest_broker_id: int,
+    coordinator_id_base: int,
+) -> GatewayView:
+    """The view from ``broker_ids`` and the nodes' ``listeners`` (node id → (host, port, gateway port))."""
+    nodes = sorted(listeners)
+    brokers = {}
+    for index, broker_id in enumerate(sorted(broker_ids)):
+        if nodes:
+            host, _, gateway_port = listeners[nodes[index % len(nodes)]]
+            brokers[broker_id] = (host, gateway_port + broker_id - lowest_broker_id)
+    coordinators = {coordinator_id_base + node: listeners[node][:2] for node in nodes}
+    return GatewayView(brokers, coordinators)
+
+
+def _with_coordinators(listed: list[dict], view: GatewayView, id_field: str) -> list[dict]:
+    rewritten = []
+    for broker in listed:
+        address = view.broker(broker[id_field])
+        if address is not None:
+            rewritten.append({**broker, "host": address[0], "port": address[1]})
+    known = {broker[id_field] for broker in rewritten}
+    for node_id, (host, port) in sorted(view.coordinators.items()):
+        if node_id not in known:
+            rewritten.append({id_field: node_id, "host": host, "port": port, "rack": None})
+    return rewritten
+
+
+def rewrite_response(api_key: int, response, view: GatewayView):
+    """``response`` with every broker address replaced by the gateway's (Metadata 3, FindCoordinator 10,
+    DescribeCluster 60); other answers are returned as they are."""
+    if api_key not in (3, 10, 60):
+        return response
+    plain = to_plain(response)
+    if api_key == 3:
+        plain["brokers"] = _with_coordinators(plain["brokers"], view, "node_id")
+    elif api_key == 60:
+        plain["brokers"] = _with_coordinators(plain["brokers"], view, "broker_id")
+    elif "coordinators" in plain:
+        plain["coordinators"] = [_coordinator(each, view) for each in plain["coordinators"]]
+    else:
+        plain = _coordinator(plain, view)
+    return build(type(response), plain)
+
+
+def _coordinator(answer: dict, view: GatewayView) -> dict:
+    address = view.broker(answer["node_id"])
+    if address is None:
+        return answer
+    return {**answer, "host": address[0], "port": address[1]}
