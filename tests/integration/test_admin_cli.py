@@ -50,7 +50,7 @@ def no_default_zookeeper(monkeypatch):
 
 def groups(capsys, node: AdminCluster, *argv: str, source: str | None = SOURCE) -> tuple[int, str, str]:
     """Run ``zkcoord groups`` in-process with this node and its ZooKeeper; (exit code, stdout, stderr)."""
-    options = ["--bootstrap-server", node.bootstrap, "--zookeeper", node.connect]
+    options = ["--coordinator-server", node.bootstrap, "--zookeeper", node.connect]
     if source:
         options += ["--source", source]
     code = cli.main(["groups", *options, *argv])
@@ -251,7 +251,7 @@ def test_errors(capsys, node):
         groups(capsys, node, "delete-offsets", "--group", "nope", "--topic", "orders"),
         node,
     )
-    assert cli.main(["groups", "list"]) == 1
+    assert cli.main(["groups", "list"]) == 2
     assert "no cluster given" in capsys.readouterr().err
     with pytest.raises(SystemExit) as usage:  # argparse: both a scope and a scenario are needed
         cli.main(["groups", "--zookeeper", node.connect, "reset-offsets", "--group", "g", "--all-topics"])

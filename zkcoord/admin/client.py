@@ -3,7 +3,9 @@
 A group id can exist in both places; every result says which one it comes from (``kind``), coordinator
 first. This module locates groups, decides where a call applies (reset targets, a migrating group's
 stores, partitions to expand) and merges the answers; :mod:`zkcoord.admin.coordinator_groups` talks to the
-coordinator nodes and :mod:`zkcoord.admin.legacy_groups` to ZooKeeper.
+coordinator nodes and :mod:`zkcoord.admin.legacy_groups` to ZooKeeper. With ``protocol="kafka"`` the
+coordinator groups are those of any Kafka-protocol cluster (:mod:`zkcoord.admin.kafka_groups`), which also
+gives the log offsets, and there are no legacy groups.
 
 IO: through those two, the record source, and reads of node registrations and migration state on the
 ZooKeeper client of the legacy side. Must not import the CLI, the renderer, the server or gevent.
@@ -16,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from kazoo.client import KazooClient
 
 from zkcoord.admin.coordinator_groups import CoordinatorGroups
+from zkcoord.admin.kafka_groups import KafkaGroups
 from zkcoord.admin.legacy_groups import LegacyGroups
 from zkcoord.admin.model import (
     COORDINATOR,
@@ -50,6 +53,7 @@ from zkcoord.zk import layout
 from zkcoord.zk.nodes import discover_nodes, read_nodes
 
 PartitionsArg = Iterable[TopicPartition | tuple[str, int] | str]
+MSGPACK, KAFKA = "msgpack", "kafka"  # the protocols bootstrap_servers may speak
 
 
 class AdminClient:
@@ -59,6 +63,10 @@ class AdminClient:
     ``root`` in ZooKeeper. ``zookeeper_connect`` ("h:p[,h:p][/chroot]") is needed for legacy groups.
     ``source`` is a record source (or a spec for ``zkcoord.sources.open_source``) giving log-start and
     log-end offsets; without one, LOG-END-OFFSET and LAG are unknown.
+
+    ``protocol="kafka"``: ``bootstrap_servers`` are brokers of any Kafka-protocol coordinator (a Kafka
+    cluster, zkcoord's Kafka listener), spoken to through kafka-python; log offsets come from them
+    (ListOffsets). It takes neither ``zookeeper_connect`` nor ``source``.
     """
 
     def __init__(
@@ -69,7 +77,12 @@ class AdminClient:
         source=None,
         request_timeout_ms: int = 30000,
         client_id: str = "zkcoord-admin",
+        protocol: str = MSGPACK,
     ):
+        if protocol not in (MSGPACK, KAFKA):
+            raise ConfigError(f"AdminClient protocol {protocol!r}: use {MSGPACK!r} or {KAFKA!r}")
+        if protocol == KAFKA and (not bootstrap_servers or zookeeper_connect or source is not None):
+            raise ConfigError("AdminClient(protocol='kafka') takes bootstrap_servers only (no ZooKeeper, no source)")
         if not bootstrap_servers and not zookeeper_connect:
             raise ConfigError("AdminClient needs bootstrap_servers, zookeeper_connect or both")
         self._bootstrap = parse_bootstrap_servers(bootstrap_servers) if bootstrap_servers else None
@@ -84,7 +97,12 @@ class AdminClient:
             source = open_source(source)
         self.source = source
         self._legacy_groups = LegacyGroups(zookeeper_connect) if zookeeper_connect else None
-        self._coordinators = CoordinatorGroups(self._bootstrap_addresses, client_id, request_timeout_ms)
+        if protocol == KAFKA:
+            servers = bootstrap_servers if isinstance(bootstrap_servers, str) else ",".join(bootstrap_servers)
+            self._coordinators = KafkaGroups(servers, client_id, request_timeout_ms)
+            self.source = self._coordinators
+        else:
+            self._coordinators = CoordinatorGroups(self._bootstrap_addresses, client_id, request_timeout_ms)
 
     # -- lifecycle -------------------------------------------------------------------------------------------
 

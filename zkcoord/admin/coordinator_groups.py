@@ -22,6 +22,9 @@ from zkcoord.admin.model import (
     MemberRemoval,
     Node,
     OffsetAndMetadata,
+    commit_failure,
+    offset_delete_refusal,
+    ordered_members,
 )
 from zkcoord.channel import RETRIABLE, CoordinatorChannel, Unreachable
 from zkcoord.channel import top_level_error as _top_level
@@ -29,8 +32,6 @@ from zkcoord.errors import (
     CoordinatorNotAvailableError,
     CoordinatorResponseError,
     ErrorCode,
-    GroupIdNotFoundError,
-    GroupNotEmptyError,
     error_for,
 )
 from zkcoord.model import Address, TopicPartition
@@ -95,14 +96,13 @@ class CoordinatorGroups:
             )
             for member in group.get("members") or []
         )
-        ordered = tuple(sorted(members, key=lambda m: (m.group_instance_id or "", m.member_id)))
         return GroupDescription(
             group_id,
             COORDINATOR,
             group["group_state"],
             group["protocol_type"] or "",
             group.get("protocol_data") or "",
-            ordered,
+            ordered_members(members),
             node,
         )
 
@@ -137,9 +137,7 @@ class CoordinatorGroups:
             if p["error_code"] != 0
         }
         if failed:
-            tp, code = next(iter(sorted(failed.items())))
-            names = ", ".join(str(p) for p in sorted(failed))
-            raise error_for(code, f"{error_for(code)} (committing offsets of group '{group_id}' for {names})")
+            raise commit_failure(group_id, failed)
 
     def delete(self, group_id: str) -> None:
         """DeleteGroups of one group; its error raises."""
@@ -167,14 +165,8 @@ class CoordinatorGroups:
             topics=[{"name": name, "partitions": entries} for name, entries in by_topic.items()],
         )
         code = _top_level(response)
-        if code == ErrorCode.NON_EMPTY_GROUP:
-            raise GroupNotEmptyError(
-                f"Deleting offsets of a consumer group '{group_id}' is forbidden if the group is not empty."
-            )
-        if code == ErrorCode.GROUP_ID_NOT_FOUND:
-            raise GroupIdNotFoundError(f"Consumer group '{group_id}' does not exist.")
-        if code == ErrorCode.UNSUPPORTED_VERSION:
-            raise error_for(code, "The coordinator does not support OffsetDelete (UNSUPPORTED_VERSION).")
+        if (refusal := offset_delete_refusal(group_id, code)) is not None:
+            raise refusal
         codes = {
             TopicPartition(t["name"], p["partition_index"]): p["error_code"]
             for t in response.get("topics") or []

@@ -12,7 +12,13 @@ import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from zkcoord.errors import CoordinatorResponseError
+from zkcoord.errors import (
+    CoordinatorResponseError,
+    ErrorCode,
+    GroupIdNotFoundError,
+    GroupNotEmptyError,
+    error_for,
+)
 from zkcoord.model import GroupState, TopicPartition
 
 log = logging.getLogger(__name__)
@@ -36,6 +42,31 @@ class GroupAdminError(CoordinatorResponseError):
 
 class InvalidResetError(GroupAdminError):
     """A reset that cannot be planned: no committed offset to shift, no log-end offset, a bad CSV line."""
+
+
+class ClusterUnreachableError(GroupAdminError):
+    """No broker of a Kafka-protocol cluster answered (``--bootstrap-server``): a connection error."""
+
+
+def commit_failure(group_id: str, failed: Mapping[TopicPartition, int]) -> CoordinatorResponseError:
+    """The error an offset commit with failed partitions (``{partition: code}``) raises: the first one's."""
+    _, code = min(failed.items())
+    names = ", ".join(str(tp) for tp in sorted(failed))
+    return error_for(code, f"{error_for(code)} (committing offsets of group '{group_id}' for {names})")
+
+
+def offset_delete_refusal(group_id: str, code: int) -> CoordinatorResponseError | None:
+    """Kafka's exception for OffsetDelete refused as a whole with ``code`` (None: no such refusal), with
+    kafka-consumer-groups' messages."""
+    if code == ErrorCode.NON_EMPTY_GROUP:
+        return GroupNotEmptyError(
+            f"Deleting offsets of a consumer group '{group_id}' is forbidden if the group is not empty."
+        )
+    if code == ErrorCode.GROUP_ID_NOT_FOUND:
+        return GroupIdNotFoundError(f"Consumer group '{group_id}' does not exist.")
+    if code == ErrorCode.UNSUPPORTED_VERSION:
+        return error_for(code, "The coordinator does not support OffsetDelete (UNSUPPORTED_VERSION).")
+    return None
 
 
 def describe_error(error: BaseException) -> str:
@@ -73,6 +104,11 @@ class MemberDescription:
     client_id: str | None
     host: str | None
     assignment: tuple[TopicPartition, ...] = ()
+
+
+def ordered_members(members: Iterable[MemberDescription]) -> tuple[MemberDescription, ...]:
+    """Members in a stable order (docs/admin.md): by ``group.instance.id``, then member id."""
+    return tuple(sorted(members, key=lambda m: (m.group_instance_id or "", m.member_id)))
 
 
 @dataclass(frozen=True)

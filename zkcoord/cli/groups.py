@@ -4,6 +4,7 @@ Must not import another command family module; shared helpers come from ``zkcoor
 """
 
 import argparse
+import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -11,22 +12,44 @@ from pathlib import Path
 from kazoo.exceptions import KazooException
 
 from zkcoord import env
-from zkcoord.cli.common import EXIT_OK, EXIT_PROBLEM, UsageError, comma_list, emit_json
+from zkcoord.cli.common import EXIT_OK, EXIT_PROBLEM, EXIT_USAGE, UsageError, comma_list, emit_json
 from zkcoord.errors import ZkcoordError
 from zkcoord.model import TopicPartition
 
 
 def _groups_client(args: argparse.Namespace):
     from zkcoord.admin import AdminClient
+    from zkcoord.admin.client import KAFKA
 
+    if args.bootstrap_server:
+        others = [
+            option
+            for option, given in (
+                ("--coordinator-server", args.coordinator_server),
+                ("--zookeeper", args.zookeeper),
+                ("--source", args.source),
+            )
+            if given
+        ]
+        if others:
+            raise UsageError(
+                f"--bootstrap-server cannot be combined with {', '.join(others)}: it speaks Kafka's protocol to a "
+                "Kafka-protocol coordinator, which holds no legacy groups and gives the log offsets itself; "
+                "zkcoord's coordinator nodes over msgpack are --coordinator-server and/or --zookeeper"
+            )
+        if args.log_level.upper() != "DEBUG":
+            # kafka-python logs every refused connection while it retries; the one error that matters is ours.
+            logging.getLogger("kafka").setLevel(logging.CRITICAL)
+        return AdminClient(bootstrap_servers=args.bootstrap_server, request_timeout_ms=args.timeout, protocol=KAFKA)
     connect = args.zookeeper or env.zookeeper_connect()
-    if not args.bootstrap_server and not connect:
+    if not args.coordinator_server and not connect:
         raise UsageError(
-            "no cluster given: pass --bootstrap-server HOST:PORT[,HOST:PORT] for coordinator groups and/or "
-            "--zookeeper HOST:PORT[/chroot] (or set ZKCOORD_ZK_CONNECT) for legacy groups"
+            "no cluster given: pass --bootstrap-server HOST:PORT[,HOST:PORT] for the groups of a Kafka-protocol "
+            "coordinator, or --coordinator-server HOST:PORT[,HOST:PORT] (zkcoord's nodes, msgpack) and/or "
+            "--zookeeper HOST:PORT[/chroot] (or set ZKCOORD_ZK_CONNECT) for coordinator and legacy groups"
         )
     return AdminClient(
-        bootstrap_servers=args.bootstrap_server,
+        bootstrap_servers=args.coordinator_server,
         zookeeper_connect=connect,
         root=args.root,
         source=args.source,
@@ -35,10 +58,19 @@ def _groups_client(args: argparse.Namespace):
 
 
 def cmd_groups(args: argparse.Namespace) -> int:
-    """Every ``groups`` action: 0 ok, 1 error (``Error: <message>`` on stderr)."""
+    """Every ``groups`` action: 0 ok, 1 error (``Error: <message>`` on stderr), 2 bad options or a
+    ``--bootstrap-server`` cluster that does not answer."""
+    from zkcoord.admin.model import ClusterUnreachableError
+
     try:
         with _groups_client(args) as client:
             return args.groups_func(client, args)
+    except UsageError:
+        raise
+    except ClusterUnreachableError as error:
+        print(f"Error: {error}", file=sys.stderr)
+        print("(zkcoord's coordinator nodes speak msgpack: reach them with --coordinator-server)", file=sys.stderr)
+        return EXIT_USAGE
     except (ZkcoordError, KazooException, OSError) as error:
         print(f"Error: {error}", file=sys.stderr)
         return EXIT_PROBLEM
@@ -216,7 +248,13 @@ def _groups_options(parser: argparse.ArgumentParser, top: bool) -> None:
         "--bootstrap-server",
         metavar="HOST:PORT[,HOST:PORT]",
         default=default(None),
-        help="coordinator nodes (default: discovered under --root in ZooKeeper)",
+        help="brokers of any Kafka-protocol coordinator (Kafka, zkcoord's Kafka listener), over Kafka's protocol",
+    )
+    parser.add_argument(
+        "--coordinator-server",
+        metavar="HOST:PORT[,HOST:PORT]",
+        default=default(None),
+        help="zkcoord's coordinator nodes, over msgpack (default: discovered under --root in ZooKeeper)",
     )
     parser.add_argument(
         "--zookeeper",
