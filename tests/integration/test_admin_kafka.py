@@ -17,6 +17,7 @@ from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaPartition
 from kafka.admin import KafkaAdminClient
 from kafka.structs import OffsetAndMetadata
+from test_admin import running_cluster
 
 from zkcoord import cli
 from zkcoord.testing.zookeeper import wait_until
@@ -204,3 +205,12 @@ def test_errors_are_kafkas_messages_or_usage_errors(capsys, kafka):
 
     assert cli.main(["groups", "--bootstrap-server", kafka.bootstrap, "list", "--zookeeper", kafka.zk_connect]) == 2
     assert "--bootstrap-server cannot be combined with --zookeeper" in capsys.readouterr().err
+
+
+def test_a_coordinator_nodes_msgpack_port_is_no_kafka_broker(capsys, zk_server, tmp_path):
+    with running_cluster(zk_server, tmp_path) as node:
+        code = cli.main(["groups", "--bootstrap-server", node.bootstrap, "--timeout", "1000", "list"])
+        err = capsys.readouterr().err
+        assert code == 2 and f"no Kafka-protocol broker answered at {node.bootstrap}" in err
+        assert "--coordinator-server" in err
+        assert cli.main(["groups", "--coordinator-server", node.bootstrap, "list"]) == 0

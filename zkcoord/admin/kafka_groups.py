@@ -182,14 +182,21 @@ class KafkaGroups:
         return self._list_offsets(partitions, self._kafka.admin.OffsetSpec.LATEST)
 
     def _list_offsets(self, partitions: Iterable[TopicPartition], spec) -> dict[TopicPartition, int]:
-        """ListOffsets of the partitions that exist; the others are left out (Kafka prints "-" for them)."""
+        """ListOffsets of the partitions that exist. Partitions that do not, or a refused ListOffsets, are left
+        out with a warning: kafka-consumer-groups prints "-" for an offset it could not get."""
         wanted = sorted(set(partitions))
         counts = self.partition_counts(sorted({tp.topic for tp in wanted})) if wanted else {}
         existing = [tp for tp in wanted if tp.partition < counts.get(tp.topic, 0)]
         if not existing:
             return {}
-        with self._calls() as admin:
-            found = admin.list_partition_offsets({self._kafka.TopicPartition(*tp): spec for tp in existing})
+        try:
+            with self._calls() as admin:
+                found = admin.list_partition_offsets({self._kafka.TopicPartition(*tp): spec for tp in existing})
+        except ClusterUnreachableError:
+            raise
+        except CoordinatorResponseError as error:
+            log.warning("ListOffsets failed, offsets unknown partitions=%d error=%r", len(existing), error)
+            return {}
         return {TopicPartition(tp.topic, tp.partition): value.offset for tp, value in found.items()}
 
     # -- kafka-python --------------------------------------------------------------------------------------
