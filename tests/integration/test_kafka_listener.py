@@ -3,6 +3,7 @@
 
 import signal
 import socket
+import struct
 import time
 import uuid
 
@@ -10,8 +11,12 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from zkcoord.errors import ErrorCode
+from zkcoord.server.gateway import read_frame
 from zkcoord.testing.node_process import kafka_node
 from zkcoord.testing.zookeeper import wait_until
+from zkcoord.wire.kafka import versions
+from zkcoord.wire.kafka.frames import encode_request, read_response
 
 PARTITIONS = 4
 OVERRIDES = {
@@ -219,3 +224,54 @@ def test_a_produce_with_acks_0_gets_no_response_and_arrives(nodes, kafka, topic)
         producer.produce(topic, b"fire-and-forget %d" % index, partition=1)
     assert producer.flush(20) == 0
     wait_until(lambda: kafka.end_offsets(topic)[1] >= 20, timeout=20, what="the acks=0 records at the broker")
+
+
+def _ask(address: tuple[str, int], frame: bytes) -> bytes:
+    with socket.create_connection(address, timeout=10) as sock:
+        sock.sendall(frame)
+        answer = read_frame(sock, 1 << 20)
+    assert answer is not None
+    return answer
+
+
+def _api_versions(address: tuple[str, int], version: int = 3) -> dict[int, tuple[int, int]]:
+    from kio.schema.api_versions.v3.request import ApiVersionsRequest
+
+    _, answer = read_response(
+        18,
+        version,
+        _ask(
+            address,
+            encode_request(1, "test", ApiVersionsRequest(client_software_name="test", client_software_version="1")),
+        ),
+    )
+    assert int(answer.error_code.value) == 0
+    return {int(a.api_key): (int(a.min_version), int(a.max_version)) for a in answer.api_keys}
+
+
+def test_api_versions_serve_kafka_39s_group_versions_and_never_what_zkcoord_does_not_serve(nodes, kafka):
+    broker = _api_versions(tuple_address(kafka.bootstrap))
+    live = next(node for node in nodes if node.alive())
+    advertised = _api_versions(("127.0.0.1", live.kafka_port))
+    for api_key, (low, high) in versions.SERVED.items():
+        assert advertised[api_key] == (low, high)
+        assert broker[api_key][0] <= low and high <= broker[api_key][1], "served beyond what Kafka 3.9 serves"
+    assert not set(advertised) & versions.REFUSED  # TxnOffsetCommit, KIP-848, share and streams groups
+    assert advertised[versions.FETCH][1] <= 15 and advertised[versions.PRODUCE][1] <= 9
+    assert set(advertised) - set(versions.SERVED) <= set(broker)  # forwarded: only what the brokers serve
+
+
+def test_an_api_versions_request_newer_than_kio_gets_kafkas_v0_fallback(nodes):
+    live = next(node for node in nodes if node.alive())
+    header = struct.pack(">hhih", 18, 99, 7, 4) + b"test" + b"\x00"  # ApiVersions v99, client "test"
+    answer = _ask(("127.0.0.1", live.kafka_port), struct.pack(">i", len(header)) + header)
+    correlation_id, response = read_response(18, 0, answer)
+    assert correlation_id == 7 and int(response.error_code.value) == ErrorCode.UNSUPPORTED_VERSION
+    assert [(a.api_key, a.min_version, a.max_version) for a in response.api_keys] == [
+        (18, *versions.SERVED[versions.API_VERSIONS])
+    ]
+
+
+def tuple_address(bootstrap_server: str) -> tuple[str, int]:
+    host, port = bootstrap_server.rsplit(":", 1)
+    return host, int(port)
