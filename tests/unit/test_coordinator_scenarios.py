@@ -1069,6 +1069,14 @@ def test_S91_list_with_a_state_filter(h):
             assert listed_count(h, other) == 0, other
 
 
+def test_every_group_is_a_classic_one_to_a_type_filter(h):
+    fx_one(h)
+    classic = {**list_groups(), "types_filter": ["Classic"]}  # Kafka's types match in any case
+    assert len(listed(h.send(classic))) == 1
+    assert listed(h.send({**list_groups(), "types_filter": ["consumer"]})) == []
+    assert len(listed(h.send({**list_groups(), "types_filter": []}))) == 1
+
+
 def test_S93_delete_non_empty_group(h):
     joined_single_member(h)
     assert deleted(h.send(delete(G))) == {G: NON_EMPTY_GROUP}

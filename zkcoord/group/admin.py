@@ -72,10 +72,12 @@ def handle_list_groups(core: GroupCoordinator, request_id: int, request: ListGro
     if not core.active or core.suspended:
         return core.effects.reply(request_id, ListGroupsResponse(error_code=E.COORDINATOR_NOT_AVAILABLE))
     states = set(request.states_filter or ())
+    # Every group here is a classic one (KIP-848's consumer groups are not served); types match in any case.
+    types = {group_type.lower() for group_type in request.types_filter or ()}
     groups = tuple(
         ListedGroup(group_id=group.group_id, protocol_type=group.protocol_type or "", group_state=group.state)
         for group in core.groups.values()
-        if not states or group.state in states
+        if (not states or group.state in states) and (not types or "classic" in types)
     )
     error = E.COORDINATOR_LOAD_IN_PROGRESS if core.loading else E.NONE
     core.effects.reply(request_id, ListGroupsResponse(error_code=error, groups=groups))
