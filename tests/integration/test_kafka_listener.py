@@ -1,10 +1,12 @@
 """librdkafka consumers (confluent-kafka) in zkcoord groups through a node's Kafka listener, with the real Kafka
 3.9 broker as the data plane behind the node's gateway ports (docs/kafka-protocol.md)."""
 
+import re
 import signal
 import socket
 import struct
 import time
+import urllib.request
 import uuid
 
 import pytest
@@ -13,10 +15,11 @@ from confluent_kafka.admin import AdminClient
 
 from zkcoord.errors import ErrorCode
 from zkcoord.server.gateway import read_frame
-from zkcoord.testing.node_process import kafka_node
+from zkcoord.testing.node_process import HOST, kafka_node
 from zkcoord.testing.zookeeper import wait_until
 from zkcoord.wire.kafka import versions
 from zkcoord.wire.kafka.frames import encode_request, read_response
+from zkcoord.zk.server import free_port
 
 PARTITIONS = 4
 OVERRIDES = {
@@ -33,7 +36,10 @@ WAIT_S = 60
 def nodes(kafka, tmp_path_factory):
     """Two nodes with Kafka listeners in front of the test broker, sharing one offsets log."""
     workdir = tmp_path_factory.mktemp("kafka-listener")
-    started = [kafka_node(node_id, kafka.zk_connect, workdir / "log", OVERRIDES, workdir) for node_id in (1, 2)]
+    started = [
+        kafka_node(node_id, kafka.zk_connect, workdir / "log", OVERRIDES, workdir, metrics_port=free_port(HOST))
+        for node_id in (1, 2)
+    ]
     try:
         for node in started:
             node.wait_serving()
@@ -209,6 +215,8 @@ def test_garbage_closes_its_connection_and_nothing_else(nodes, topic):
     with socket.create_connection(("127.0.0.1", live.kafka_port), timeout=10) as sock:
         sock.sendall(b"\x00\x00\x00\x0cgarbage-bytes")
         assert sock.recv(100) == b""  # closed, nothing answered
+    metrics = urllib.request.urlopen(f"http://{HOST}:{live.metrics_port}/metrics", timeout=5).read().decode()
+    assert re.search(r"^kafka_frame_errors_total [1-9]", metrics, re.MULTILINE), metrics
     consumer = Consumer({"bootstrap.servers": live.kafka_bootstrap, "group.id": f"after-{uuid.uuid4().hex[:6]}"})
     try:
         committed = consumer.committed([TopicPartition(topic, 0)], timeout=20)
@@ -275,3 +283,14 @@ def test_an_api_versions_request_newer_than_kio_gets_kafkas_v0_fallback(nodes):
 def tuple_address(bootstrap_server: str) -> tuple[str, int]:
     host, port = bootstrap_server.rsplit(":", 1)
     return host, int(port)
+
+
+def test_a_request_for_a_broker_that_is_not_there_closes_the_connection_at_once(nodes):
+    from kio.schema.metadata.v12.request import MetadataRequest
+
+    live = next(node for node in nodes if node.alive())
+    absent_broker_port = live.kafka_port + 1 + 5  # the gateway port of broker id 5: no such broker
+    request = MetadataRequest(topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+    with socket.create_connection(("127.0.0.1", absent_broker_port), timeout=10) as sock:
+        sock.sendall(encode_request(3, "test", request))
+        assert sock.recv(100) == b""  # closed (a hang would raise socket.timeout instead)

@@ -195,6 +195,9 @@ class _Connection:
         api_key = header.api_key
         if api_key == versions.API_VERSIONS:
             self._answer(self._api_versions(header))
+        elif not header.known:
+            # Never advertised; forwarding it could let an answer carry broker addresses past the rewrite.
+            raise KafkaFrameError(f"api {api_key} v{header.api_version} is not known here")
         elif versions.served(api_key, header.api_version):
             body = read_body(header, frame)
             if api_key == versions.FIND_COORDINATOR and body.key_type == _TRANSACTION_KEY:

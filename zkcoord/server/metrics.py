@@ -146,3 +146,21 @@ class NodeMetrics:
             "Partition writes of the mirror that failed (each is retried)",
             value=mirror["failures_total"],
         )
+        kafka = self._node.kafka
+        if kafka is not None:
+            yield GaugeMetricFamily(
+                "kafka_connections_open", "Open connections on the Kafka listener", value=kafka.connections_open
+            )
+            yield CounterMetricFamily(
+                "kafka_requests",
+                "Requests read on the Kafka listener (served and forwarded)",
+                value=kafka.requests_total,
+            )
+            yield CounterMetricFamily(
+                "kafka_forwarded_requests", "Requests forwarded to the data brokers", value=kafka.forwarded_total
+            )
+            yield CounterMetricFamily(
+                "kafka_frame_errors",
+                "Kafka frames that could not be read (their connection closed)",
+                value=kafka.frame_errors_total,
+            )

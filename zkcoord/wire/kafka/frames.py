@@ -1,9 +1,9 @@
 """Kafka request and response frames through kio: the header that routes a request, its body, the answer.
 
 A frame here is what follows Kafka's 4-byte size prefix. Every request header starts with api key, api version
-and correlation id whatever its version, so a frame of an API or version kio does not know can still be routed
-(forwarded as it is); decoding its body needs kio's schema, which also says whether the version is flexible
-(request header v2 and response header v1, with tagged fields) or not.
+and correlation id whatever its version, so a frame of an API or version kio does not know can still be answered
+(ApiVersions' fallback) or refused; decoding anything else needs kio's schema, which also says whether the
+version is flexible (request header v2 and response header v1, with tagged fields) or not.
 
 Pure: imports only kio.
 """
@@ -40,6 +40,7 @@ class RequestHeader:
     correlation_id: int
     client_id: str | None = None
     body_offset: int = _ROUTING.size  # where the body starts; only known for versions kio knows
+    known: bool = False  # whether kio has this API version's schema
 
 
 def request_schema(api_key: int, api_version: int) -> type | None:
@@ -63,7 +64,7 @@ def read_header(frame: bytes) -> RequestHeader:
         header, size = entity_reader(header_class)(frame, 0)
     except Exception as error:  # kio raises several kinds for truncated or malformed bytes
         raise KafkaFrameError(f"malformed request header: {error}") from None
-    return RequestHeader(api_key, api_version, correlation_id, header.client_id, size)
+    return RequestHeader(api_key, api_version, correlation_id, header.client_id, size, known=True)
 
 
 def read_body(header: RequestHeader, frame: bytes):
