@@ -1,5 +1,6 @@
 """The data brokers behind a node's Kafka listener: who they are (ZooKeeper's ``/brokers/ids``), what they
-advertise (their ApiVersions, asked once), and one upstream connection per client connection.
+advertise (their ApiVersions, asked once), one upstream connection per client connection, and the addresses
+Kafka clients are given for brokers and coordinator nodes.
 
 Each client connection that sends a data request gets its own connection to the broker its port fronts (the
 bootstrap port: the lowest-id broker that answers), so correlation ids and order pass through unchanged, as in
@@ -20,8 +21,12 @@ from gevent import socket
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
+from zkcoord.server.cluster import ZooKeeperCluster
+from zkcoord.server.config import ServerConfig
 from zkcoord.wire.kafka.frames import SIZE, encode_request, read_response
+from zkcoord.wire.kafka.rewrite import GatewayView, gateway_view
 from zkcoord.wire.kafka.versions import API_VERSIONS
+from zkcoord.wire.messages import FindCoordinatorResponse
 from zkcoord.zk import layout
 from zkcoord.zk.layout import ZnodeDecodeError
 
@@ -133,3 +138,32 @@ class UpstreamBrokers:
             raise OSError("upstream closed the connection")
         _, response = read_response(API_VERSIONS, _PROBE_VERSION, frame)
         return {int(each.api_key): (int(each.min_version), int(each.max_version)) for each in response.api_keys}
+
+
+class GatewayAddresses:
+    """Where Kafka clients reach brokers and coordinator nodes, from the node's cluster view and the brokers."""
+
+    def __init__(self, cluster: ZooKeeperCluster, upstream: UpstreamBrokers, config: ServerConfig):
+        self._cluster = cluster
+        self._upstream = upstream
+        self._config = config
+
+    def view(self) -> GatewayView:
+        listeners = {
+            node_id: (address.host, address.port, address.gateway_port)
+            for node_id, address in self._cluster.kafka_listeners().items()
+        }
+        return gateway_view(
+            self._upstream.brokers,
+            listeners,
+            self._config.gateway_lowest_broker_id,
+            self._config.gateway_coordinator_id_base,
+        )
+
+    def coordinator(self, found: FindCoordinatorResponse) -> tuple[int, str, int] | None:
+        """A FindCoordinator answer of the core as ``(node id, host, port)`` on Kafka's protocol, or None when
+        that node serves no Kafka listener."""
+        address = self._cluster.kafka_listeners().get(found.node_id)
+        if address is None:
+            return None
+        return self._config.gateway_coordinator_id_base + found.node_id, address.host, address.port

@@ -31,7 +31,7 @@ from gevent.queue import Queue
 from gevent.server import StreamServer
 
 from zkcoord.errors import ErrorCode
-from zkcoord.server.gateway import UpstreamBrokers, UpstreamUnavailable, read_frame
+from zkcoord.server.gateway import GatewayAddresses, UpstreamBrokers, UpstreamUnavailable, read_frame
 from zkcoord.wire import messages as m
 from zkcoord.wire.kafka import frames, groups, versions
 from zkcoord.wire.kafka.entities import build
@@ -46,7 +46,7 @@ from zkcoord.wire.kafka.frames import (
     read_response,
     response_schema,
 )
-from zkcoord.wire.kafka.rewrite import GatewayView, rewrite_response
+from zkcoord.wire.kafka.rewrite import rewrite_response
 from zkcoord.wire.limits import collapsed, id_length_problem
 
 log = logging.getLogger(__name__)
@@ -59,11 +59,8 @@ _CLOSE = b""  # a slot's value that closes the connection once the answers befor
 
 
 class KafkaListener:
-    """Kafka's protocol on ``host``: the bootstrap ``port`` and ``gateway_ports`` (port → upstream broker id).
-
-    ``view()`` says where brokers and coordinator nodes are reached; ``coordinator_address(answer)`` turns a
-    FindCoordinator answer of the core into ``(node_id, host, port)`` on this protocol, or None.
-    """
+    """Kafka's protocol on ``host``: the bootstrap ``port`` and ``gateway_ports`` (port → upstream broker id);
+    ``addresses`` says where brokers and coordinator nodes are reached."""
 
     def __init__(
         self,
@@ -72,16 +69,14 @@ class KafkaListener:
         gateway_ports: dict[int, int],
         dispatch: Dispatch,
         upstream: UpstreamBrokers,
-        view: Callable[[], GatewayView],
-        coordinator_address: groups.CoordinatorAddress,
+        addresses: GatewayAddresses,
         max_request_bytes: int,
         max_connections: int,
         idle_timeout_s: float,
     ):
         self.dispatch = dispatch
         self.upstream = upstream
-        self.view = view
-        self.coordinator_address = coordinator_address
+        self.addresses = addresses
         self.max_request_bytes = max_request_bytes
         self.max_connections = max_connections
         self.idle_timeout_s = idle_timeout_s
@@ -265,7 +260,7 @@ class _Connection:
             answers[index] = response
             remaining[0] -= 1
             if not remaining[0]:
-                address = self.listener.coordinator_address
+                address = self.listener.addresses.coordinator
                 slot.set(self._encode(header, groups.kafka_response(api_key, version, requests, answers, address)))
 
         if not requests:
@@ -323,4 +318,6 @@ class _Connection:
 
     def _rewritten(self, header: RequestHeader, frame: bytes) -> bytes:
         correlation_id, response = read_response(header.api_key, header.api_version, frame)
-        return encode_response(correlation_id, rewrite_response(header.api_key, response, self.listener.view()))
+        return encode_response(
+            correlation_id, rewrite_response(header.api_key, response, self.listener.addresses.view())
+        )

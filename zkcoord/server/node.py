@@ -31,7 +31,7 @@ from zkcoord.runtime.durable import DurableLogs
 from zkcoord.server.cluster import ZooKeeperCluster
 from zkcoord.server.config import KafkaListenerSettings, NodeConfig
 from zkcoord.server.connection import WireServer
-from zkcoord.server.gateway import UpstreamBrokers
+from zkcoord.server.gateway import GatewayAddresses, UpstreamBrokers
 from zkcoord.server.identity import NodeIdentity
 from zkcoord.server.kafka_listener import KafkaListener
 from zkcoord.server.metrics import NodeMetrics
@@ -39,8 +39,7 @@ from zkcoord.server.migration import GroupMigrations
 from zkcoord.server.mirror import OffsetMirror
 from zkcoord.server.steps import MigrationSteps
 from zkcoord.wire.codec import API_NAMES
-from zkcoord.wire.kafka.rewrite import GatewayView, gateway_view
-from zkcoord.wire.messages import FindCoordinatorResponse, Request
+from zkcoord.wire.messages import Request
 from zkcoord.zk import layout
 from zkcoord.zk.election import PartitionElection
 from zkcoord.zk.leader_znodes import ensure_partition_count
@@ -182,8 +181,7 @@ class CoordinatorNode:
             settings.gateway_ports(),
             self.dispatch,
             self.upstream,
-            self._gateway_view,
-            self._kafka_coordinator,
+            GatewayAddresses(self.cluster, self.upstream, server),
             max_request_bytes=server.socket_request_max_bytes,
             max_connections=server.max_connections,
             idle_timeout_s=server.connections_max_idle_ms / 1000,
@@ -196,22 +194,6 @@ class CoordinatorNode:
         settings = self.kafka_settings
         host, port = settings.advertised or (self.advertised_host, self.kafka.port)
         return layout.KafkaListenerAddress(host, port, settings.gateway_first_port)
-
-    def _gateway_view(self) -> GatewayView:
-        listeners = {
-            node_id: (address.host, address.port, address.gateway_port)
-            for node_id, address in self.cluster.kafka_listeners().items()
-        }
-        server = self.config.server
-        return gateway_view(
-            self.upstream.brokers, listeners, server.gateway_lowest_broker_id, server.gateway_coordinator_id_base
-        )
-
-    def _kafka_coordinator(self, found: FindCoordinatorResponse) -> tuple[int, str, int] | None:
-        address = self.cluster.kafka_listeners().get(found.node_id)
-        if address is None:
-            return None
-        return self.config.server.gateway_coordinator_id_base + found.node_id, address.host, address.port
 
     @property
     def kafka_port(self) -> int | None:
