@@ -27,7 +27,7 @@ from functools import partial
 import gevent
 import msgspec
 from gevent.event import AsyncResult
-from gevent.queue import Queue
+from gevent.queue import Full, Queue
 from gevent.server import StreamServer
 
 from zkcoord.errors import ErrorCode
@@ -55,6 +55,7 @@ Dispatch = Callable[[m.Request, Callable[[m.Response], None]], None]
 _MAX_IN_FLIGHT = 128  # answers a connection may owe before it stops reading
 _REWRITTEN = frozenset((versions.METADATA, versions.DESCRIBE_CLUSTER, versions.FIND_COORDINATOR))
 _TRANSACTION_KEY = 1
+_SEND_TIMEOUT_S = 30.0  # a peer that reads nothing for this long is dropped (the msgpack listener's bound too)
 _CLOSE = b""  # a slot's value that closes the connection once the answers before it are written
 
 
@@ -131,11 +132,12 @@ class _Connection:
         self.upstream: socket.socket | None = None
         self.pending: collections.deque[tuple[RequestHeader, AsyncResult]] = collections.deque()
         self.greenlets: list[gevent.Greenlet] = []
+        self.writer: gevent.Greenlet | None = None
 
     def serve(self) -> None:
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.sock.settimeout(self.listener.idle_timeout_s)
-        writer = gevent.spawn(self._write_answers)
+        self.writer = writer = gevent.spawn(self._write_answers)
         self.greenlets.append(writer)
         try:
             while not writer.dead:
@@ -151,8 +153,9 @@ class _Connection:
             log.info("closing kafka connection peer=%s: %s", self.peer, error)
         except OSError as error:
             log.debug("kafka connection ended peer=%s error=%s", self.peer, error)
-        self._answer(_CLOSE)
-        writer.join(timeout=self.listener.idle_timeout_s)
+        with contextlib.suppress(ConnectionError):
+            self._answer(_CLOSE)
+        writer.join(timeout=_SEND_TIMEOUT_S)
 
     def close(self) -> None:
         gevent.killall([g for g in self.greenlets if g is not gevent.getcurrent()], block=False)
@@ -164,9 +167,16 @@ class _Connection:
     # -- answers, in order -----------------------------------------------------------------------------------
 
     def _slot(self) -> AsyncResult:
+        """The next answer's place; blocks while _MAX_IN_FLIGHT answers are owed (the reader stops reading), and
+        raises ConnectionError once the writer is gone (a client that stopped reading its answers)."""
         slot = AsyncResult()
-        self.slots.put(slot)  # blocks while _MAX_IN_FLIGHT answers are owed: the reader stops reading
-        return slot
+        while True:
+            try:
+                self.slots.put(slot, timeout=1.0)
+                return slot
+            except Full:
+                if self.writer.dead:
+                    raise ConnectionError("the answers are no longer read") from None
 
     def _answer(self, frame: bytes) -> None:
         self._slot().set(frame)
@@ -177,7 +187,8 @@ class _Connection:
             if not frame:  # _CLOSE
                 break
             try:
-                self.sock.sendall(frame)
+                with gevent.Timeout(_SEND_TIMEOUT_S, ConnectionError("answers not read in time")):
+                    self.sock.sendall(frame)
             except OSError as error:
                 log.debug("kafka connection lost while writing peer=%s error=%s", self.peer, error)
                 break
@@ -295,7 +306,8 @@ class _Connection:
         if not (header.api_key == versions.PRODUCE and produce_acks(header, frame) == 0):
             self.pending.append((header, self._slot()))
         self.listener.forwarded_total += 1
-        self.upstream.sendall(SIZE.pack(len(frame)) + frame)
+        with gevent.Timeout(_SEND_TIMEOUT_S, UpstreamUnavailable("the broker does not read its requests")):
+            self.upstream.sendall(SIZE.pack(len(frame)) + frame)
 
     def _read_upstream(self, upstream: socket.socket) -> None:
         try:
