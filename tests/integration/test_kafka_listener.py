@@ -294,3 +294,44 @@ def test_a_request_for_a_broker_that_is_not_there_closes_the_connection_at_once(
     with socket.create_connection(("127.0.0.1", absent_broker_port), timeout=10) as sock:
         sock.sendall(encode_request(3, "test", request))
         assert sock.recv(100) == b""  # closed (a hang would raise socket.timeout instead)
+
+
+def _coordinator_port(nodes, group: str) -> int:
+    from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest
+
+    live = next(node for node in nodes if node.alive())
+    request = FindCoordinatorRequest(key=group, key_type=0)
+
+    def found():  # a node killed by an earlier test may still hold the group's partition until its session expires
+        _, answer = read_response(10, 3, _ask(("127.0.0.1", live.kafka_port), encode_request(2, "test", request)))
+        return answer if int(answer.error_code.value) == 0 else None
+
+    answer = wait_until(found, timeout=WAIT_S, interval=0.2, what=f"a coordinator for {group}")
+    assert answer.node_id >= COORDINATOR_ID_BASE
+    return answer.port
+
+
+@pytest.mark.parametrize(("version", "joined"), [(3, True), (4, False)])
+def test_a_join_before_v4_never_sees_member_id_required(nodes, version, joined):
+    from kio.index import load_request_schema
+
+    from zkcoord.wire.kafka.entities import build
+
+    group = f"old-{uuid.uuid4().hex[:6]}"
+    request = build(
+        load_request_schema(11, version),
+        {
+            "group_id": group,
+            "session_timeout": 10_000,
+            "rebalance_timeout": 10_000,
+            "member_id": "",
+            "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": b""}],
+        },
+    )
+    frame = encode_request(3, "old-client", request)
+    _, answer = read_response(11, version, _ask(("127.0.0.1", _coordinator_port(nodes, group)), frame))
+    if joined:  # Kafka before KIP-394: joined at once, with the id the coordinator made
+        assert int(answer.error_code.value) == 0 and answer.member_id and answer.generation_id >= 1
+    else:
+        assert int(answer.error_code.value) == ErrorCode.MEMBER_ID_REQUIRED and answer.member_id

@@ -261,38 +261,7 @@ class _Connection:
             response = groups.refused_response(api_key, version, requests, ErrorCode.INVALID_REQUEST)
             slot.set(self._encode(header, response))
             return
-        requests = tuple(collapsed(request) for request in requests)
-        answers: list[m.Response | None] = [None] * len(requests)
-        remaining = [len(requests)]
-
-        def answered(index: int, response: m.Response) -> None:
-            if self._joins_again(version, requests[index], response, index, answered):
-                return
-            answers[index] = response
-            remaining[0] -= 1
-            if not remaining[0]:
-                address = self.listener.addresses.coordinator
-                slot.set(self._encode(header, groups.kafka_response(api_key, version, requests, answers, address)))
-
-        if not requests:
-            slot.set(self._encode(header, groups.kafka_response(api_key, version, (), (), None)))
-        for index, request in enumerate(requests):
-            self.listener.dispatch(request, partial(answered, index))
-
-    def _joins_again(self, version: int, request: m.Request, response: m.Response, index: int, answered) -> bool:
-        """JoinGroup before v4 has no MEMBER_ID_REQUIRED: join again with the id given, as Kafka's broker does
-        for such clients, so they never see the code."""
-        if not (
-            version < 4
-            and isinstance(response, m.JoinGroupResponse)
-            and response.error_code == ErrorCode.MEMBER_ID_REQUIRED
-            and isinstance(request, m.JoinGroupRequest)
-            and not request.member_id
-        ):
-            return False
-        again = msgspec.structs.replace(request, member_id=response.member_id)
-        self.listener.dispatch(again, lambda second: answered(index, second))
-        return True
+        _GroupCall(self, header, tuple(collapsed(request) for request in requests), slot).dispatch()
 
     def _encode(self, header: RequestHeader, response) -> bytes:
         return encode_response(header.correlation_id, response)
@@ -333,3 +302,64 @@ class _Connection:
         return encode_response(
             correlation_id, rewrite_response(header.api_key, response, self.listener.addresses.view())
         )
+
+
+class _GroupCall:
+    """One Kafka group request in the core: its typed requests dispatched, their answers gathered into the kio
+    answer of the request's version, which fills the request's slot."""
+
+    def __init__(self, connection: _Connection, header: RequestHeader, requests: tuple, slot: AsyncResult):
+        self.connection = connection
+        self.header = header
+        self.requests = requests
+        self.slot = slot
+        self.answers: list[m.Response | None] = [None] * len(requests)
+        self.remaining = len(requests)
+
+    def dispatch(self) -> None:
+        if not self.requests:
+            self._finish()
+        for index, request in enumerate(self.requests):
+            self._submit(index, request)
+
+    def _submit(self, index: int, request: m.Request) -> None:
+        try:
+            self.connection.listener.dispatch(request, partial(self._answered, index))
+        except Exception:
+            log.exception("dispatch failed api=%d peer=%s", self.header.api_key, self.connection.peer)
+            self._answered(index, m.ErrorResponse(error_code=ErrorCode.UNKNOWN_SERVER_ERROR))
+
+    def _answered(self, index: int, response: m.Response) -> None:
+        request = self.requests[index]
+        if self._needs_member_id(request, response):
+            # JoinGroup before v4 has no MEMBER_ID_REQUIRED: join again with the id given, as Kafka's broker does
+            # for such clients, so they never see the code.
+            self._submit(index, msgspec.structs.replace(request, member_id=response.member_id))
+            return
+        self.answers[index] = response
+        self.remaining -= 1
+        if not self.remaining:
+            self._finish()
+
+    def _needs_member_id(self, request: m.Request, response: m.Response) -> bool:
+        return (
+            self.header.api_version < 4
+            and isinstance(response, m.JoinGroupResponse)
+            and response.error_code == ErrorCode.MEMBER_ID_REQUIRED
+            and isinstance(request, m.JoinGroupRequest)
+            and not request.member_id
+        )
+
+    def _finish(self) -> None:
+        header = self.header
+        try:
+            addresses = self.connection.listener.addresses
+            response = groups.kafka_response(
+                header.api_key, header.api_version, self.requests, self.answers, addresses.coordinator
+            )
+            self.slot.set(encode_response(header.correlation_id, response))
+        except Exception:  # an answer kio cannot carry: the client must not wait for it for ever
+            log.exception(
+                "answer not encodable api=%d v%d peer=%s", header.api_key, header.api_version, self.connection.peer
+            )
+            self.slot.set(_CLOSE)
