@@ -3,40 +3,19 @@
 import json
 
 import pytest
-from cluster_support import Cluster
-from legacy_support import prepare_cluster
+from migrate_support import one_node, state_of
+from migrate_support import run_migrate as run
 
 from zkcoord.cli import main
-from zkcoord.migration import store
 from zkcoord.migration.phases import Phase
 from zkcoord.zk import layout
 from zkcoord.zk.offsets import read_group_offsets, write_offsets
 
-NODE_OVERRIDES = {
-    "offsets.topic.num.partitions": 2,
-    "group.initial.rebalance.delay.ms": 0,
-    "group.min.session.timeout.ms": 10,
-    "zookeeper.session.timeout.ms": 4000,
-}
-
 
 @pytest.fixture
 def node(zk, zk_connect, tmp_path):
-    prepare_cluster(zk, {"t": 4})
-    with Cluster(zk_connect, tmp_path / "log", tmp_path, NODE_OVERRIDES) as nodes:
-        nodes.start([1])
-        nodes.wait_balanced(zk)
+    with one_node(zk, zk_connect, tmp_path, {"t": 4}) as nodes:
         yield nodes
-
-
-def run(capsys, zk_connect, *args):
-    code = main(["migrate", *args, "--zookeeper", zk_connect])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def state_of(zk, group="g"):
-    return store.read_state(zk, layout.DEFAULT_ROOT, group)[0]
 
 
 def test_status_plan_and_dry_run_change_nothing(node, zk, zk_connect, capsys):

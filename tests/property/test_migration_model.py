@@ -163,7 +163,7 @@ def migrate(world: World, direction: str, acknowledged: bool = True) -> None:
         step = STEPS[names.index(world.pending[0])]
         direction = world.pending[1]
     elif direction == "up":
-        todo = [s for s in STEPS if s.name not in world.applied]
+        todo = [s for s in STEPS if s.name not in world.applied and not s.opt_in]  # as a plain `migrate up`
         if not todo:
             return
         step = todo[0]

@@ -35,8 +35,12 @@ NAMES = [step.name for step in STEPS]
 
 
 def test_the_shipped_steps_walk_the_phases_in_order():
-    assert NAMES == ["0001_dual_commit", "0002_backfill_log", "0003_read_from_log", "0004_stop_zk_commits"]
-    assert [step.phase for step in STEPS] == [Phase.DUAL_WRITE, Phase.DUAL_WRITE, Phase.LOG_PRIMARY, Phase.LOG_ONLY]
+    assert NAMES == ["0001_dual_commit", "0002_backfill_log", "0003_read_from_log", "0004_stop_zk_commits",
+                     "0005_copy_to_kafka"]  # fmt: skip
+    assert [step.phase for step in STEPS] == [
+        Phase.DUAL_WRITE, Phase.DUAL_WRITE, Phase.LOG_PRIMARY, Phase.LOG_ONLY, Phase.LOG_ONLY,
+    ]  # fmt: skip
+    assert [step.opt_in for step in STEPS] == [False, False, False, False, True]  # the copy to Kafka changes no phase
     assert all(step.description and not step.description.endswith(":") for step in STEPS)
 
 
@@ -171,9 +175,22 @@ def plan(state: MigrationState, direction: str, to: str | None = None) -> list[t
 
 
 def test_up_plans_every_step_not_applied_and_stops_at_to():
-    assert [name for name, _, _ in plan(MigrationState(), UP)] == NAMES
+    assert [name for name, _, _ in plan(MigrationState(), UP)] == NAMES[:4]  # not the opt-in copy to Kafka
     assert [name for name, _, _ in plan(MigrationState(), UP, NAMES[1])] == NAMES[:2]
     assert plan(MigrationState(applied=tuple(NAMES[:2])), UP, NAMES[1]) == []
+
+
+def test_the_opt_in_copy_to_kafka_runs_only_when_named_and_is_undone_first():
+    at_log_only = MigrationState(Phase.LOG_ONLY, 3, tuple(NAMES[:4]))
+    assert plan(at_log_only, UP) == []
+    assert plan(at_log_only, UP, NAMES[4]) == [(NAMES[4], UP, False)]
+    with pytest.raises(MigrationError, match="0005_copy_to_kafka runs only .* at DUAL_WRITE; 0004_stop_zk_commits not"):
+        plan(MigrationState(Phase.DUAL_WRITE, 1, tuple(NAMES[:3])), UP, NAMES[4])
+    begun = MigrationState(Phase.LOG_ONLY, 3, tuple(NAMES[:4]), pending=(NAMES[4], UP))
+    assert plan(begun, UP) == [(NAMES[4], UP, True)]  # a plain `up` finishes a copy left under way
+    copied = MigrationState(Phase.LOG_ONLY, 3, tuple(NAMES))
+    assert plan(copied, UP) == [] and plan(copied, DOWN) == [(NAMES[4], DOWN, False)]
+    assert [name for name, _, _ in plan(copied, DOWN, ZERO)] == list(reversed(NAMES))
 
 
 def test_down_undoes_one_step_unless_told_where_to_stop():

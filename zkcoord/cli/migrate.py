@@ -10,13 +10,22 @@ from collections.abc import Callable, Iterator
 
 from tqdm import tqdm
 
-from zkcoord.cli.common import EXIT_OK, EXIT_PROBLEM, emit_json, print_table, zookeeper, zookeeper_option
+from zkcoord.cli.common import (
+    EXIT_OK,
+    EXIT_PROBLEM,
+    EXIT_USAGE,
+    emit_json,
+    print_table,
+    zookeeper,
+    zookeeper_option,
+)
 
 
 @contextlib.contextmanager
 def _migration_runner(args: argparse.Namespace) -> Iterator:
     from zkcoord.channel import CoordinatorChannel
     from zkcoord.config import parse_bootstrap_servers
+    from zkcoord.migration.kafka_target import KafkaTarget
     from zkcoord.migration.runner import ACK_TIMEOUT_S, Runner, load_steps
     from zkcoord.zk.nodes import discover_nodes
 
@@ -27,14 +36,25 @@ def _migration_runner(args: argparse.Namespace) -> Iterator:
             lambda: list(fixed) if fixed else discover_nodes(client, args.root), "zkcoord-migrate", args.timeout
         )
         progress = None if args.json else _count_progress
+        bootstrap = getattr(args, "target_bootstrap_server", None)  # only up, down and verify have it
+        target = KafkaTarget(bootstrap, args.timeout) if bootstrap else None
         try:
             ack_ms = getattr(args, "ack_timeout", None)  # only up and down have the option
             ack_timeout_s = ACK_TIMEOUT_S if ack_ms is None else ack_ms / 1000
             yield Runner(
-                client, channel, steps, root=args.root, say=_say(args), progress=progress, ack_timeout_s=ack_timeout_s
+                client,
+                channel,
+                steps,
+                root=args.root,
+                say=_say(args),
+                progress=progress,
+                ack_timeout_s=ack_timeout_s,
+                target=target,
             )
         finally:
             channel.close()
+            if target is not None:
+                target.close()
 
 
 def _say(args: argparse.Namespace) -> Callable[[str], None]:
@@ -54,7 +74,9 @@ def _count_progress(total: int, description: str) -> Callable[[int], None]:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    """``migrate status|plan|up|down|verify``: 0 ok; 1 refused, failed or a regression found."""
+    """``migrate status|plan|up|down|verify``: 0 ok; 1 refused, failed or a regression found; 2 no target given or
+    the target Kafka cluster unreachable."""
+    from zkcoord.migration.kafka_target import TargetError
     from zkcoord.migration.phases import MigrationError
     from zkcoord.migration.runner import iter_groups
 
@@ -62,6 +84,9 @@ def cmd_migrate(args: argparse.Namespace) -> int:
         with _migration_runner(args) as runner:
             groups = list(iter_groups(runner, args.group, args.all))
             return args.migrate_func(runner, groups, args)
+    except TargetError as error:  # the same for every group: stop at the first
+        print(f"Error: {error}", file=sys.stderr)
+        return EXIT_USAGE
     except MigrationError as error:
         print(f"Error: {error}", file=sys.stderr)
         return EXIT_PROBLEM
@@ -130,6 +155,7 @@ def _migrate_plan(runner, groups: list[str], args: argparse.Namespace) -> int:
 
 
 def _migrate_run(runner, groups: list[str], args: argparse.Namespace) -> int:
+    from zkcoord.migration.kafka_target import TargetError
     from zkcoord.migration.phases import MigrationError
 
     failed = 0
@@ -138,6 +164,8 @@ def _migrate_run(runner, groups: list[str], args: argparse.Namespace) -> int:
     ):
         try:
             result = runner.run(group, args.action, args.to, dry_run=args.dry_run, allow_rewind=args.allow_rewind)
+        except TargetError:
+            raise
         except MigrationError as error:  # refused, or a step that did not complete: go on with the other groups
             print(f"Error: {error}", file=sys.stderr)
             failed += 1
@@ -153,17 +181,36 @@ def _migrate_verify(runner, groups: list[str], args: argparse.Namespace) -> int:
     with tqdm(
         total=len(groups), unit="group", desc="verify", leave=False, disable=None if len(groups) > 1 else True
     ) as bar:
-        results = verify_groups(runner.zk, runner.channel, runner.root, groups, advance=bar.update)
+        results = verify_groups(
+            runner.zk, runner.channel, runner.root, groups, advance=bar.update, target=runner.target
+        )
     if args.json:
         emit_json([_verification_json(result) for result in results])
     else:
-        _print_verification(results, args.verbose)
+        _print_verification(results, args.verbose, args.target_bootstrap_server)
     return EXIT_OK if all(result.ok for result in results) else EXIT_PROBLEM
 
 
 def _verification_json(result) -> dict:
     bad = {(r.topic, r.partition) for r in result.regressions}
+    kafka = None
+    if result.kafka is not None:
+        kafka = {
+            "counts": result.kafka_counts,
+            "behind_on_kafka": len(result.kafka_behind),
+            "partitions": [
+                {
+                    "topic": r.topic,
+                    "partition": r.partition,
+                    "zkcoord": r.zkcoord,
+                    "kafka": r.kafka,
+                    "status": r.status.value,
+                }
+                for r in result.kafka
+            ],
+        }
     return {
+        "kafka": kafka,
         "group": result.group,
         "phase": None if result.phase is None else result.phase.name,
         "counts": result.counts,
@@ -185,7 +232,7 @@ def _verification_json(result) -> dict:
     }
 
 
-def _print_verification(results, verbose: bool) -> None:
+def _print_verification(results, verbose: bool, target: str | None) -> None:
     for result in results:
         bad = {(r.topic, r.partition) for r in result.regressions}
         rows = [
@@ -212,6 +259,34 @@ def _print_verification(results, verbose: bool) -> None:
             print(f"  unreadable ZooKeeper offset {topic}-{partition}: {data!r}")
         if rows:
             print_table(rows, ("GROUP", "TOPIC", "PARTITION", "ZOOKEEPER-OFFSET", "LOG-OFFSET", "STATUS", "LAG"))
+        if result.kafka is not None:
+            _print_kafka_comparison(result, verbose, target)
+
+
+def _print_kafka_comparison(result, verbose: bool, target: str) -> None:
+    """The log against the Kafka cluster's offsets, as kafka-consumer-groups --describe lays out a group."""
+    counts = ", ".join(f"{n} {status}" for status, n in result.kafka_counts.items())
+    print(
+        f"group {result.group} against Kafka at {target}: {len(result.kafka)} partition(s): {counts}; "
+        f"{len(result.kafka_behind)} partition(s) behind on Kafka"
+    )
+    rows = [
+        (
+            result.group,
+            r.topic,
+            r.partition,
+            "-" if r.zkcoord is None else r.zkcoord,
+            "-" if r.kafka is None else r.kafka,
+            r.status.value,
+            "-" if r.kafka_minus_zkcoord is None else r.kafka_minus_zkcoord,
+        )
+        for r in result.kafka
+        if verbose or r.status.value != "match"
+    ]
+    if rows:
+        print_table(
+            rows, ("GROUP", "TOPIC", "PARTITION", "ZKCOORD-OFFSET", "KAFKA-OFFSET", "STATUS", "KAFKA-MINUS-ZKCOORD")
+        )
 
 
 def register(commands) -> None:
@@ -237,6 +312,9 @@ def register(commands) -> None:
         parser.set_defaults(func=cmd_migrate, migrate_func=handler)
         return parser
 
+    def target_option(parser: argparse.ArgumentParser, help_text: str) -> None:
+        parser.add_argument("--target-bootstrap-server", metavar="HOST:PORT[,HOST:PORT]", help=help_text)
+
     action("status", "phase, applied steps and live members of groups", _migrate_status)
     plan = action("plan", "the steps up (or --down) would run", _migrate_plan)
     plan.add_argument("--down", action="store_true", help="plan going down instead of up")
@@ -248,7 +326,12 @@ def register(commands) -> None:
         run = action(name, help_text, _migrate_run)
         run.add_argument("--to", metavar="STEP", help="the last step left applied (zero: none)")
         run.add_argument("--dry-run", action="store_true", help="check and show the next step without running it")
-        run.add_argument("--allow-rewind", action="store_true", help="backfill may lower log offsets to ZooKeeper's")
+        run.add_argument(
+            "--allow-rewind",
+            action="store_true",
+            help="backfill may lower log offsets to ZooKeeper's; 0005 may lower the destination's offsets",
+        )
+        target_option(run, "the Kafka cluster step 0005_copy_to_kafka copies the group's offsets to (and back from)")
         run.add_argument(
             "--ack-timeout",
             type=int,
@@ -260,3 +343,6 @@ def register(commands) -> None:
         "verify", "compare ZooKeeper and log offsets per partition (exit 1 on a regression)", _migrate_verify
     )
     verify.add_argument("--verbose", action="store_true", help="list matching partitions too")
+    target_option(
+        verify, "also compare the log with the group's offsets on this Kafka cluster (exit 1 where Kafka is behind)"
+    )

@@ -5,9 +5,11 @@ A step is a module ``NNNN_<what>.py`` with ``PHASE`` (the group's phase once it 
 ``before_down``, ``after_down``. The runner writes "step S under way" into the group's state before it
 runs S and "S applied" (or removed) after S's post-condition holds, each by compare-and-set. Steps are
 idempotent, so a run killed at any point is finished by running the same command again: the step under
-way is run again first.
+way is run again first. A step with ``OPT_IN = True`` (leaving zkcoord for a Kafka cluster) runs only when
+``--to`` names it or a later step: a plain ``migrate up`` stops before it.
 
-IO: a kazoo client (any handler) and a :class:`~zkcoord.channel.CoordinatorChannel`.
+IO: a kazoo client (any handler), a :class:`~zkcoord.channel.CoordinatorChannel` and, for steps that copy to
+a Kafka cluster, a :class:`~zkcoord.migration.kafka_target.KafkaTarget`.
 """
 
 import contextlib
@@ -25,6 +27,7 @@ from kazoo.exceptions import NoNodeError
 from zkcoord.channel import CoordinatorChannel, top_level_error
 from zkcoord.errors import ZkcoordError
 from zkcoord.migration import store
+from zkcoord.migration.kafka_target import KafkaTarget, TargetError
 from zkcoord.migration.phases import (
     GroupFacts,
     MigrationError,
@@ -74,6 +77,7 @@ class Step:
     description: str
     phase: Phase
     module: ModuleType
+    opt_in: bool = False  # run only when --to names it or a later step
 
     def check(self, ctx: "StepContext", when: str) -> list[str]:
         return list(self.module.check(ctx, when))
@@ -101,7 +105,7 @@ def load_steps(directory: str | Path | None = None) -> list[Step]:
         if missing:
             raise MigrationError(f"migration step {path} lacks {', '.join(missing)}")
         description = (module.__doc__ or path.stem).strip().splitlines()[0]
-        steps.append(Step(path.stem, description, Phase(module.PHASE), module))
+        steps.append(Step(path.stem, description, Phase(module.PHASE), module, bool(getattr(module, "OPT_IN", False))))
     if not steps:
         raise MigrationError(f"no migration steps (NNNN_<what>.py) in {directory}")
     return steps
@@ -122,6 +126,7 @@ class StepContext:
     say: Callable[[str], None] = print
     progress: Callable[[int, str], Callable[[int], None]] = lambda total, what: lambda n: None
     ack_timeout_s: float = ACK_TIMEOUT_S
+    target: KafkaTarget | None = None
 
     # -- reading ------------------------------------------------------------------------------------------
 
@@ -151,6 +156,14 @@ class StepContext:
         described = (response.get("groups") or [{}])[0]
         raise_for(described, f"DescribeGroups for group {self.group}")
         return sorted(member["member_id"] for member in described.get("members") or [])
+
+    def kafka(self) -> KafkaTarget:
+        """The Kafka cluster a step copies to; :class:`TargetError` when none was given."""
+        if self.target is None:
+            raise TargetError(
+                f"group {self.group}: copying to Kafka needs the cluster: pass --target-bootstrap-server HOST:PORT"
+            )
+        return self.target
 
     def phase_is(self, phase: Phase) -> list[str]:
         """A check's reason when the group is not at ``phase`` (empty when it is)."""
@@ -271,11 +284,13 @@ class Runner:
         say: Callable[[str], None] = print,
         progress: Callable[[int, str], Callable[[int], None]] | None = None,
         ack_timeout_s: float = ACK_TIMEOUT_S,
+        target: KafkaTarget | None = None,
     ):
         self.zk, self.channel, self.steps, self.root = zk, channel, steps, root
         self.now_ms, self.say = now_ms, say
         self.progress = progress or (lambda total, what: lambda n: None)
         self.ack_timeout_s = ack_timeout_s
+        self.target = target
 
     def groups(self) -> list[str]:
         """Groups to consider for ``--all``: every ZooKeeper group, and every group with a migration state."""
@@ -318,6 +333,9 @@ class Runner:
             # A step under way is half done: going up it still has to run, going down it has to be undone.
             (applied.discard if direction == UP else applied.add)(state.pending[0])
         end = None if to is None else 0 if to == ZERO else names.index(to) + 1
+        if to is None and direction == UP:  # a plain `up` stops before the first opt-in step not yet begun
+            begun = applied | ({state.pending[0]} if state.pending else set())
+            end = next((i for i, s in enumerate(self.steps) if s.opt_in and s.name not in begun), None)
         if direction == UP:
             chosen = [n for n in names[: len(names) if end is None else end] if n not in applied]
         else:
@@ -330,6 +348,8 @@ class Runner:
                 f"step {name} is under way ({way}) since a previous run stopped; finish it with "
                 f"`migrate {way}` first, or undo it with `migrate {DOWN if way == UP else UP}`"
             )
+        if direction == UP:
+            _refuse_opt_in_after_other_steps(chosen, by_name, state)
         return [PlannedStep(by_name[n], direction, resumed=state.pending == (n, direction)) for n in chosen]
 
     def run(
@@ -382,6 +402,19 @@ class Runner:
             say=self.say,
             progress=self.progress,
             ack_timeout_s=self.ack_timeout_s,
+            target=self.target,
+        )
+
+
+def _refuse_opt_in_after_other_steps(chosen: list[str], by_name: dict[str, Step], state: MigrationState) -> None:
+    """An opt-in step runs on its own: the steps before it keep members running, it needs them stopped."""
+    opt_in = [n for n in chosen if by_name[n].opt_in]
+    if opt_in and chosen[0] != opt_in[0]:
+        before = chosen[: chosen.index(opt_in[0])]
+        raise MigrationError(
+            f"step {opt_in[0]} runs only on a group that has every earlier step applied (the group is at "
+            f"{state.phase.name}; {', '.join(before)} not applied): run `migrate up` without --to first, then stop "
+            f"the group's consumers and run it again"
         )
 
 

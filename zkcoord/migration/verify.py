@@ -3,9 +3,13 @@
 ZooKeeper is read with pipelined requests across all groups (``zk.offsets.read_groups_offsets``); the
 coordinators are asked with pipelined FindCoordinator and OffsetFetch requests, one connection per node.
 A partition *regresses* when readers of the group's phase would see less than was committed
-(``phases.regressions``); the write-behind lag is how far ZooKeeper is behind the log where it is.
+(``phases.regressions``); the write-behind lag is how far ZooKeeper is behind the log where it is. Given a
+Kafka cluster (``--target-bootstrap-server``), the log is also compared with the group's offsets there
+(``kafka_copy.pair_offsets``), and a partition a consumer of that cluster would start behind the log on fails
+the check.
 
-IO: a kazoo client (any handler) and a :class:`~zkcoord.channel.CoordinatorChannel`.
+IO: a kazoo client (any handler), a :class:`~zkcoord.channel.CoordinatorChannel` and an optional
+:class:`~zkcoord.migration.kafka_target.KafkaTarget`.
 """
 
 import logging
@@ -18,6 +22,8 @@ from kazoo.exceptions import NoNodeError
 
 from zkcoord.channel import RETRIABLE, CoordinatorChannel, Unreachable, top_level_error
 from zkcoord.errors import error_name
+from zkcoord.migration.kafka_copy import OffsetPair, Side, behind_on_kafka, pair_offsets
+from zkcoord.migration.kafka_target import KafkaTarget
 from zkcoord.migration.phases import (
     Comparison,
     MigrationError,
@@ -43,6 +49,7 @@ class GroupVerification:
     rows: list[PartitionComparison]
     unreadable: dict[Partition, str]
     zk_reads: int = 0
+    kafka: list[OffsetPair] | None = None  # the log against the Kafka cluster's offsets, when one was given
 
     @property
     def phase(self) -> Phase | None:
@@ -68,8 +75,17 @@ class GroupVerification:
         return sum(row.log - row.zk for row in self.rows if row.status == Comparison.LOG_AHEAD)
 
     @property
+    def kafka_behind(self) -> list[OffsetPair]:
+        return behind_on_kafka(self.kafka or [])
+
+    @property
+    def kafka_counts(self) -> dict[str, int]:
+        counted = Counter(row.status.value for row in self.kafka or [])
+        return {side.value: counted.get(side.value, 0) for side in Side}
+
+    @property
     def ok(self) -> bool:
-        return not self.regressions and not self.unreadable
+        return not self.regressions and not self.unreadable and not self.kafka_behind
 
 
 def read_states(client: KazooClient, root: str, groups: list[str]) -> dict[str, MigrationState | None]:
@@ -144,8 +160,10 @@ def verify_groups(
     groups: Iterable[str],
     batch: int = 200,
     advance: Callable[[int], None] = lambda n: None,
+    target: KafkaTarget | None = None,
 ) -> list[GroupVerification]:
-    """Compare both stores of every group, ``batch`` groups per pipeline; ``advance(n)`` after each batch."""
+    """Compare both stores of every group (and the log with ``target``'s offsets), ``batch`` groups per pipeline;
+    ``advance(n)`` after each batch."""
     groups = list(groups)
     results = []
     for start in range(0, len(groups), batch):
@@ -153,9 +171,13 @@ def verify_groups(
         states = read_states(client, root, chunk)
         zk = read_groups_offsets(client, chunk)
         logged = log_offsets(channel, chunk)
+        on_kafka = None if target is None else target.offsets_of(chunk)
         for group in chunk:
             rows = compare_stores(zk[group].offsets, logged[group])
-            results.append(GroupVerification(group, states[group], rows, zk[group].unreadable, zk[group].requests + 1))
+            pairs = None if on_kafka is None else pair_offsets(logged[group], on_kafka[group])
+            results.append(
+                GroupVerification(group, states[group], rows, zk[group].unreadable, zk[group].requests + 1, pairs)
+            )
         advance(len(chunk))
     return results
 

@@ -1,0 +1,98 @@
+"""Copy to Kafka: the group's offsets go from zkcoord's log into a Kafka cluster's own group coordinator.
+
+The way out for a team that ends on its own brokers (Kafka 4 has no ZooKeeper). Opt-in: run only by
+``migrate up --to 0005_copy_to_kafka --target-bootstrap-server HOST:PORT``. The group stays LOG_ONLY in
+zkcoord; the step changes no phase, it copies, and ``applied`` records that it did. Up writes each log offset
+the Kafka group lacks or holds a smaller one of, as simple commits (what kafka-consumer-groups --reset-offsets
+sends). Down copies back into the log what was committed on Kafka meanwhile (where Kafka is ahead) and leaves
+Kafka's offsets in place. Both refuse while either group has members, and never lower an offset on either
+side unless ``--allow-rewind``.
+"""
+
+from zkcoord.errors import error_name
+from zkcoord.migration.kafka_copy import (
+    KAFKA,
+    ZKCOORD,
+    ahead_reasons,
+    busy_group_reasons,
+    live_members_reasons,
+    plan_copy,
+)
+from zkcoord.migration.phases import MigrationError, Phase
+
+PHASE = Phase.LOG_ONLY
+OPT_IN = True
+
+IDLE_ON_ZKCOORD = "a member's commit after the copy would reach zkcoord only: stop the group's consumers first"
+UP_AHEAD_HINT = (
+    "the Kafka group has newer commits than zkcoord (it was used on Kafka before?): reset them there, or pass "
+    "--allow-rewind to copy zkcoord's offsets over them"
+)
+DOWN_AHEAD_HINT = (
+    "zkcoord's log moved on after the copy, or the Kafka group's offsets were reset back: pass --allow-rewind "
+    "to copy Kafka's offsets over zkcoord's"
+)
+
+
+def check(ctx, when):
+    kafka = ctx.kafka()
+    log, copied = ctx.log_offsets(), kafka.offsets(ctx.group)
+    if when == "before_up":
+        plan = plan_copy(log, copied, ctx.allow_rewind)
+        return (
+            ctx.phase_is(Phase.LOG_ONLY)
+            + _idle(ctx, kafka)
+            + ahead_reasons(plan, log, copied, (ZKCOORD, KAFKA), UP_AHEAD_HINT)
+        )
+    if when == "before_down":
+        plan = plan_copy(copied, log, ctx.allow_rewind)
+        return _idle(ctx, kafka) + ahead_reasons(plan, copied, log, (KAFKA, ZKCOORD), DOWN_AHEAD_HINT)
+    source, destination = (log, copied) if when == "after_up" else (copied, log)
+    left = plan_copy(source, destination, ctx.allow_rewind).writes
+    if not left:
+        return []
+    shown = ", ".join(f"{t}-{p}" for t, p in list(left)[:3])
+    return [f"{len(left)} partition(s) not yet copied ({shown}); run the command again"]
+
+
+def _idle(ctx, kafka):
+    """Both groups must be without members: a simple commit goes only to a group without members, on either side."""
+    facts = ctx.facts(stores=False)
+    described = kafka.describe_group(ctx.group)
+    return live_members_reasons(facts, IDLE_ON_ZKCOORD) + busy_group_reasons(
+        ctx.group, kafka.bootstrap, described.state, described.members
+    )
+
+
+def up(ctx):
+    kafka = ctx.kafka()
+    log, copied = ctx.log_offsets(), kafka.offsets(ctx.group)
+    plan = plan_copy(log, copied, ctx.allow_rewind)
+    ctx.say(
+        f"group {ctx.group}: copying {len(plan.writes)} of {len(log)} partition(s) to Kafka at {kafka.bootstrap}"
+        + (f", rewinding {len(plan.rewinds)}" if plan.rewinds else "")
+    )
+    refused = kafka.commit(ctx.group, plan.writes)
+    _raise_for(ctx.group, refused, f"Kafka at {kafka.bootstrap}", "create a missing topic or partition there first")
+
+
+def down(ctx):
+    kafka = ctx.kafka()
+    log, copied = ctx.log_offsets(), kafka.offsets(ctx.group)
+    plan = plan_copy(copied, log, ctx.allow_rewind)
+    ctx.say(
+        f"group {ctx.group}: copying {len(plan.writes)} partition(s) committed on Kafka back into zkcoord's log"
+        + (f", rewinding {len(plan.rewinds)}" if plan.rewinds else "")
+    )
+    refused = ctx.commit_to_log(plan.writes, if_greater=not ctx.allow_rewind)
+    _raise_for(ctx.group, {p: error_name(code) for p, code in refused.items()}, "zkcoord's coordinator", "")
+
+
+def _raise_for(group, refused, where, hint):
+    if refused:
+        shown = ", ".join(f"{t}-{p}: {error}" for (t, p), error in sorted(refused.items())[:3])
+        raise MigrationError(
+            f"group {group}: {len(refused)} partition(s) were not accepted by {where} ({shown}); "
+            + (f"{hint}; " if hint else "")
+            + "the step stays under way: run the command again"
+        )
