@@ -73,7 +73,8 @@ def up(ctx):
         + (f", rewinding {len(plan.rewinds)}" if plan.rewinds else "")
     )
     refused = kafka.commit(ctx.group, plan.writes)
-    _raise_for(ctx.group, refused, f"Kafka at {kafka.bootstrap}", "create a missing topic or partition there first")
+    hint = "create a topic or partition Kafka does not know there first; stop members that joined on Kafka meanwhile"
+    _raise_for(ctx.group, refused, f"Kafka at {kafka.bootstrap}", hint)
 
 
 def down(ctx):

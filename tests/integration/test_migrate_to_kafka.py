@@ -22,9 +22,15 @@ PARTITIONS = 4
 
 
 @pytest.fixture
-def topic(kafka):
+def kafka_partitions():
+    """How many partitions the topic has on Kafka (zkcoord's side always has PARTITIONS)."""
+    return PARTITIONS
+
+
+@pytest.fixture
+def topic(kafka, kafka_partitions):
     name = f"exit-{uuid.uuid4().hex[:8]}"
-    kafka.create_topic(name, PARTITIONS)
+    kafka.create_topic(name, kafka_partitions)
     return name
 
 
@@ -126,6 +132,24 @@ def test_zkcoord_ahead_of_kafka_fails_verify_and_refuses_the_step_down(
     assert log_only()[(topic, 2)] == 12 and COPY in state_of(zk, group).applied
     assert run_migrate(capsys, zk_connect, "down", "--group", group, "--allow-rewind", *target)[0] == 0
     assert log_only()[(topic, 2)] == 5
+
+
+@pytest.mark.parametrize("kafka_partitions", [2])
+def test_a_partition_kafka_lacks_leaves_the_copy_under_way_and_a_rerun_finishes_it(
+    kafka, zk, zk_connect, capsys, topic, group, log_only
+):
+    target = ("--target-bootstrap-server", kafka.bootstrap)
+    code, _, err = run_migrate(capsys, zk_connect, "up", "--group", group, "--to", COPY, *target)
+    assert code == 1 and "2 partition(s) were not accepted by Kafka" in err
+    assert f"{topic}-2: UnknownTopicOrPartitionError" in err and "the step stays under way" in err
+    assert state_of(zk, group).pending == (COPY, "up")
+    assert committed_on_kafka(kafka, group, topic) == {(topic, 0): 10, (topic, 1): 11}
+    kafka.add_partitions(topic, PARTITIONS)
+    code, out, err = run_migrate(capsys, zk_connect, "up", "--group", group, *target)  # no --to: finishes it
+    assert code == 0, err
+    assert "copying 2 of 4 partition(s)" in out  # the rerun writes only what is still missing
+    assert committed_on_kafka(kafka, group, topic) == log_only()
+    assert (state_of(zk, group).pending, state_of(zk, group).applied[-1]) == (None, COPY)
 
 
 def test_the_copy_is_refused_while_the_kafka_group_has_members(kafka, zk, zk_connect, capsys, topic, group, log_only):
