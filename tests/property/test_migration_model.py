@@ -3,12 +3,13 @@
 The real step modules of ``migrations/`` and the real rules of ``zkcoord.migration.phases`` run against an
 in-memory world: one partition, its ZooKeeper and log offsets, a coordinator whose view of the phase and
 whose write-behind mirror lag, and one owner at a time (a zkcoord legacy member whose view of the phase
-lags too, a 0.8.2 JVM member that only knows ZooKeeper, or a coordinator client member). A step waits
-for the coordinator and the zkcoord member to acknowledge each phase it writes, as the runner does; an
-acknowledgement that does not come in time leaves the step under way, still lagging. Hypothesis
-interleaves everything, including a crash between the two writes of a dual commit. The property (issue:
-"never loses or regresses an offset"): whoever takes the partition over reads at least the last offset a
-commit acknowledged.
+lags too, a 0.8.2 JVM member that only knows ZooKeeper, a coordinator client member, or, once step 0005
+copied the group to a Kafka cluster, a consumer of that cluster). A step waits for the coordinator and the
+zkcoord member to acknowledge each phase it writes, as the runner does; an acknowledgement that does not
+come in time leaves the step under way, still lagging. Hypothesis interleaves everything, including a crash
+between the two writes of a dual commit and the group's consumers stopping for the copy. The property
+(issue: "never loses or regresses an offset"): whoever takes the partition over reads at least the last
+offset a commit acknowledged.
 """
 
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
+from zkcoord.migration.kafka_target import KafkaGroup
 from zkcoord.migration.phases import (
     LOG,
     MIRROR,
@@ -32,11 +34,13 @@ from zkcoord.migration.runner import PhaseNotAcknowledged, load_steps
 
 P = ("t", 0)
 STEPS = load_steps()
+COPY = next(step for step in STEPS if step.opt_in)
+KAFKA = "kafka"  # the Kafka cluster's group coordinator, as a store
 
 
 @dataclass
 class Owner:
-    kind: str  # "legacy", "jvm" or "client"
+    kind: str  # "legacy", "jvm", "client" or "kafka"
     epoch: int  # the phase epoch a legacy member follows (adopted on start and by its watch)
     phase: Phase | None
     position: int = -1
@@ -47,6 +51,7 @@ class World:
     state: MigrationState = field(default_factory=MigrationState)
     zk: int | None = None
     log: int | None = None
+    kafka: int | None = None
     coordinator_phase: Phase = Phase.ZK_ONLY  # what the coordinator's watch has delivered so far
     mirror: list[int] = field(default_factory=list)  # accepted commits not yet in ZooKeeper
     owner: Owner | None = None
@@ -80,6 +85,8 @@ class World:
     def rule(self, owner: Owner):
         if owner.kind == "jvm":
             return (ZK,), ZK
+        if owner.kind == KAFKA:
+            return (KAFKA,), KAFKA
         if owner.kind == "client":
             # Whatever the phase, the coordinator stores the commit in the log (mirroring it when its view of
             # the phase says so, in commit_log) and answers fetches by its own rule.
@@ -91,9 +98,37 @@ class World:
         _, reads = self.rule(owner)
         if owner.kind == "client":
             return self.coordinator_fetch()
+        if reads == KAFKA:
+            return read_offset(LOG, None, self.kafka)
         if reads == ZK:
             return read_offset(ZK, self.zk, None)
         return read_offset(reads, self.zk, self.log)
+
+
+class ModelKafka:
+    """The parts of ``KafkaTarget`` step 0005 uses: the Kafka cluster's coordinator, which takes a simple commit
+    only while the group has no members there."""
+
+    bootstrap = "kafka:9092"
+
+    def __init__(self, world: World):
+        self.world = world
+
+    def _member(self) -> bool:
+        return self.world.owner is not None and self.world.owner.kind == KAFKA
+
+    def describe_group(self, group: str) -> KafkaGroup:
+        return KafkaGroup("Stable", ("kafka-1",)) if self._member() else KafkaGroup("Empty")
+
+    def offsets(self, group: str):
+        return {} if self.world.kafka is None else {P: self.world.kafka}
+
+    def commit(self, group: str, offsets):
+        if self._member():
+            return {p: "UnknownMemberIdError" for p in offsets}
+        for offset in offsets.values():
+            self.world.kafka = offset
+        return {}
 
 
 class ModelContext:
@@ -117,7 +152,7 @@ class ModelContext:
             legacy = (LegacyMember("legacy-1", advertised=True, epoch=owner.epoch),)
         elif owner is not None and owner.kind == "jvm":
             legacy = (LegacyMember("jvm-1"),)
-        elif owner is not None:
+        elif owner is not None and owner.kind == "client":
             clients = ("client-1",)
         rows = compare_stores(self.zk_offsets(), self.log_offsets()) if stores else ()
         return GroupFacts(self.state, legacy, clients, tuple(rows))
@@ -154,17 +189,21 @@ class ModelContext:
     def say(self, line: str) -> None:
         self.world.log_trace.append(line)
 
+    def kafka(self) -> ModelKafka:
+        return ModelKafka(self.world)
 
-def migrate(world: World, direction: str, acknowledged: bool = True) -> None:
+
+def migrate(world: World, direction: str, acknowledged: bool = True, to_kafka: bool = False) -> None:
     """One step up or down, as the runner does it: pre-check (refusal changes nothing), run and wait for the
-    acknowledgements (a timeout leaves the step under way), post-check."""
+    acknowledgements (a timeout leaves the step under way), post-check. ``to_kafka``: ``up --to`` the copy,
+    which the runner plans only once every earlier step is applied."""
     names = [s.name for s in STEPS]
     if world.pending is not None:
         step = STEPS[names.index(world.pending[0])]
         direction = world.pending[1]
     elif direction == "up":
-        todo = [s for s in STEPS if s.name not in world.applied and not s.opt_in]  # as a plain `migrate up`
-        if not todo:
+        todo = [s for s in STEPS if s.name not in world.applied and (to_kafka or not s.opt_in)]
+        if not todo or (to_kafka and todo[0] is not COPY):
             return
         step = todo[0]
     else:
@@ -211,6 +250,10 @@ def allowed_kinds(world: World) -> list[str]:
     """
     zk_complete = read_offset(ZK, world.zk, None) >= read_offset("max", world.zk, world.log)
     reads_log = "0003_read_from_log" in world.applied or world.pending is not None
+    if world.pending is not None and world.pending[0] == COPY.name:
+        return []  # nobody starts while the copy is under way
+    if COPY.name in world.applied:
+        return [KAFKA]  # the group runs on the Kafka cluster now (docs/migration.md, step 5)
     kinds = []
     if RULES[world.state.phase].legacy_member.reads != ZK or zk_complete:
         kinds.append("legacy")
@@ -233,30 +276,38 @@ def commit(world: World, crash_after_first: bool) -> None:
             world.zk = offset  # the member's own write: updatePersistentPath (§5.1)
         elif target == MIRROR:
             pass  # the coordinator queued it when the log accepted it
+        elif target == KAFKA:
+            world.kafka = offset
         if crash_after_first and index == 0 and len(writes) > 1:
             world.owner = None
             return
     world.acknowledged = max(world.acknowledged, offset)
 
 
-ACTIONS = ("consume", "commit", "crash_commit", "restart", "adopt", "coordinator_adopt", "flush", "up", "down")
+MEMBER_ACTIONS = ("consume", "commit", "crash_commit", "restart", "adopt")  # these start a member if none runs
+ACTIONS = (*MEMBER_ACTIONS, "coordinator_adopt", "flush", "up", "down")
+EXIT_ACTIONS = (*ACTIONS, "stop", "to_kafka")  # members stop, and the group is copied to Kafka
 
 
-@settings(max_examples=400)
-@given(st.data())
-def test_interleavings_never_regress_an_offset(data):
-    """Issue "Done when": a property test over commits, phase changes and restarts never loses or regresses."""
-    world = World()
-    take_over(world, "legacy")
-    highest = Phase.ZK_ONLY
+def catch_up(world: World) -> list[str]:
+    """Let the mirror and the watches catch up and finish a copy left under way, as an operator does before
+    starting members; then who may start."""
+    world.flush_mirror()
+    world.coordinator_phase = world.state.phase
+    if world.pending is not None and world.pending[0] == COPY.name:
+        migrate(world, world.pending[1])
+    return allowed_kinds(world)
+
+
+def play(data, world: World, actions: tuple[str, ...]) -> None:
+    """Random actions on ``world``, then every newcomer allowed once everything caught up takes the partition
+    over; ``take_over`` asserts that each reads at least the last acknowledged offset."""
+    highest, copied = world.state.phase, False
     for _ in range(data.draw(st.integers(10, 80), label="length")):
-        action = data.draw(st.sampled_from(ACTIONS), label="action")
-        if world.owner is None or action == "restart":
-            kinds = allowed_kinds(world)
-            if not kinds:  # nobody may start until the mirror and the watches catch up, which they do in time
-                world.flush_mirror()
-                world.coordinator_phase = world.state.phase
-                kinds = allowed_kinds(world)
+        action = data.draw(st.sampled_from(actions), label="action")
+        if action == "restart" or (world.owner is None and action in MEMBER_ACTIONS):
+            # nobody may start until the mirror and the watches catch up, which they do in time
+            kinds = allowed_kinds(world) or catch_up(world)
             take_over(world, data.draw(st.sampled_from(kinds), label="kind"))
         elif action == "consume":
             world.owner.position += data.draw(st.integers(1, 5), label="records")
@@ -268,15 +319,67 @@ def test_interleavings_never_regress_an_offset(data):
             world.coordinator_phase = world.state.phase
         elif action == "flush":
             world.flush_mirror()
-        elif action in ("up", "down"):
-            migrate(world, action, data.draw(st.booleans(), label="acknowledged in time"))
+        elif action == "stop":
+            world.owner = None  # a clean stop: every acknowledged commit is in its store
+        elif action in ("up", "down", "to_kafka"):
+            direction = "down" if action == "down" else "up"
+            migrate(world, direction, data.draw(st.booleans(), label="acknowledged in time"), action == "to_kafka")
             highest = max(highest, world.state.phase)
+            copied = copied or COPY.name in world.applied
     event(f"highest phase {highest.name}")
+    if "to_kafka" in actions:
+        event(f"copied to Kafka {copied}")
     # Once the watches and the mirror have caught up, every newcomer the phase allows finds the last ack.
-    world.coordinator_phase = world.state.phase
-    world.flush_mirror()
-    for kind in allowed_kinds(world):
+    for kind in catch_up(world):
         take_over(world, kind)
+
+
+@settings(max_examples=400)
+@given(st.data())
+def test_interleavings_never_regress_an_offset(data):
+    """Issue "Done when": a property test over commits, phase changes and restarts never loses or regresses."""
+    world = World()
+    take_over(world, "legacy")
+    play(data, world, ACTIONS)
+
+
+def walked_to_log_only(owner: str) -> World:
+    """A group walked up every step (the watches keeping up) with ``owner`` committing 7, then ``owner`` running."""
+    world = World()
+    take_over(world, "legacy")
+    world.owner.position = 7
+    commit(world, crash_after_first=False)
+    for _ in range(4):
+        migrate(world, "up")
+        world.owner.epoch, world.owner.phase = world.state.epoch, world.state.phase
+    assert world.state.phase == Phase.LOG_ONLY and world.pending is None
+    take_over(world, owner)
+    return world
+
+
+@settings(max_examples=300)
+@given(st.data(), st.sampled_from(["legacy", "client"]))
+def test_interleavings_around_the_copy_to_kafka_never_regress_an_offset(data, owner):
+    """Issue 19 item 6: the copy to a Kafka cluster and back, with members stopping and starting on either side."""
+    play(data, walked_to_log_only(owner), EXIT_ACTIONS)
+
+
+def test_the_model_copies_to_kafka_and_back_without_losing_a_commit_made_on_kafka():
+    world = walked_to_log_only("client")
+    migrate(world, "up", to_kafka=True)
+    assert COPY.name not in world.applied  # refused: a member still runs on zkcoord
+    world.owner = None
+    migrate(world, "up", to_kafka=True)
+    assert world.applied[-1] == COPY.name and world.kafka == world.log == 7
+    take_over(world, "kafka")
+    world.owner.position = 12
+    commit(world, crash_after_first=False)
+    migrate(world, "down")
+    assert COPY.name in world.applied  # refused: the consumer on Kafka still runs
+    world.owner = None
+    migrate(world, "down")
+    assert COPY.name not in world.applied and world.log == 12
+    take_over(world, "client")  # reads 12
 
 
 def test_the_model_walks_every_step_up_and_back_down():
