@@ -91,6 +91,8 @@ def test_copy_up_then_back_down_loses_nothing_and_verify_compares_both(
     kafka, zk, zk_connect, capsys, topic, group, log_only
 ):
     target = ("--target-bootstrap-server", kafka.bootstrap)
+    code, out, _ = run_migrate(capsys, zk_connect, "verify", "--group", group, *target)
+    assert code == 1 and f"{PARTITIONS} only_zkcoord" in out  # a consumer of Kafka would start from nothing
     code, out, err = run_migrate(capsys, zk_connect, "up", "--group", group, "--to", COPY, *target)
     assert code == 0, err
     assert f"copying {PARTITIONS} of {PARTITIONS} partition(s) to Kafka" in out
