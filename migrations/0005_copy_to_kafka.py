@@ -4,8 +4,9 @@ The way out for a team that ends on its own brokers (Kafka 4 has no ZooKeeper). 
 ``migrate up --to 0005_copy_to_kafka --target-bootstrap-server HOST:PORT``. The group stays LOG_ONLY in
 zkcoord; the step changes no phase, it copies, and ``applied`` records that it did. Up writes each log offset
 the Kafka group lacks or holds a smaller one of, as simple commits (what kafka-consumer-groups --reset-offsets
-sends). Down copies back into the log what was committed on Kafka meanwhile (where Kafka is ahead) and leaves
-Kafka's offsets in place. Both refuse while either group has members, and never lower an offset on either
+sends), after recording the cluster's id in the group's state. Down, only against that cluster, copies back
+into the log what was committed on Kafka meanwhile (where Kafka is ahead), leaves Kafka's offsets in place
+and clears the record. Both refuse while either group has members, and never lower an offset on either
 side unless ``--allow-rewind``.
 """
 
@@ -16,9 +17,10 @@ from zkcoord.migration.kafka_copy import (
     ahead_reasons,
     busy_group_reasons,
     live_members_reasons,
+    other_cluster_reasons,
     plan_copy,
 )
-from zkcoord.migration.phases import MigrationError, Phase
+from zkcoord.migration.phases import KafkaCopy, MigrationError, Phase
 
 PHASE = Phase.LOG_ONLY
 OPT_IN = True
@@ -41,18 +43,34 @@ def check(ctx, when):
         plan = plan_copy(log, copied, ctx.allow_rewind)
         return (
             ctx.phase_is(Phase.LOG_ONLY)
+            + other_cluster_reasons(ctx.state.kafka_copy, _cluster(kafka))
             + _idle(ctx, kafka)
             + ahead_reasons(plan, log, copied, (ZKCOORD, KAFKA), UP_AHEAD_HINT)
         )
     if when == "before_down":
         plan = plan_copy(copied, log, ctx.allow_rewind)
-        return _idle(ctx, kafka) + ahead_reasons(plan, copied, log, (KAFKA, ZKCOORD), DOWN_AHEAD_HINT)
+        return (
+            other_cluster_reasons(ctx.state.kafka_copy, _cluster(kafka))
+            + _idle(ctx, kafka)
+            + ahead_reasons(plan, copied, log, (KAFKA, ZKCOORD), DOWN_AHEAD_HINT)
+        )
     source, destination = (log, copied) if when == "after_up" else (copied, log)
     left = plan_copy(source, destination, ctx.allow_rewind).writes
     if not left:
         return []
     shown = ", ".join(f"{t}-{p}" for t, p in list(left)[:3])
     return [f"{len(left)} partition(s) not yet copied ({shown}); run the command again"]
+
+
+def _cluster(kafka):
+    return KafkaCopy(kafka.cluster_id(), kafka.bootstrap)
+
+
+def _same_cluster(ctx, kafka):
+    """A step resumed after a stop skips its pre-check, so it checks the cluster itself before writing."""
+    reasons = other_cluster_reasons(ctx.state.kafka_copy, _cluster(kafka))
+    if reasons:
+        raise MigrationError(f"group {ctx.group}: {reasons[0]}")
 
 
 def _idle(ctx, kafka):
@@ -66,6 +84,9 @@ def _idle(ctx, kafka):
 
 def up(ctx):
     kafka = ctx.kafka()
+    _same_cluster(ctx, kafka)
+    if ctx.state.kafka_copy is None:  # before the first commit, so that a down knows where to copy back from
+        ctx.record_kafka_copy(_cluster(kafka))
     log, copied = ctx.log_offsets(), kafka.offsets(ctx.group)
     plan = plan_copy(log, copied, ctx.allow_rewind)
     ctx.say(
@@ -79,6 +100,7 @@ def up(ctx):
 
 def down(ctx):
     kafka = ctx.kafka()
+    _same_cluster(ctx, kafka)
     log, copied = ctx.log_offsets(), kafka.offsets(ctx.group)
     plan = plan_copy(copied, log, ctx.allow_rewind)
     ctx.say(
@@ -87,6 +109,7 @@ def down(ctx):
     )
     refused = ctx.commit_to_log(plan.writes, if_greater=not ctx.allow_rewind)
     _raise_for(ctx.group, {p: error_name(code) for p, code in refused.items()}, "zkcoord's coordinator", "")
+    ctx.record_kafka_copy(None)
 
 
 def _raise_for(group, refused, where, hint):

@@ -12,8 +12,11 @@ import pytest
 from migrate_support import one_node, run_migrate, state_of
 
 from zkcoord.channel import CoordinatorChannel
-from zkcoord.migration.phases import Phase
+from zkcoord.migration import store
+from zkcoord.migration.phases import KafkaCopy, Phase
 from zkcoord.migration.verify import fetch_log_offsets
+from zkcoord.zk import layout
+from zkcoord.zk.client import started_client
 from zkcoord.zk.nodes import discover_nodes
 from zkcoord.zk.offsets import write_offsets
 
@@ -62,6 +65,12 @@ def kafka_consumer(kafka, group: str):
     )
 
 
+def cluster_id(kafka) -> str:
+    """The id the broker registered in its ZooKeeper (Kafka's ``/cluster/id``)."""
+    with started_client(kafka.zk_connect) as client:
+        return json.loads(client.get("/cluster/id")[0])["id"]
+
+
 def committed_on_kafka(kafka, group: str, topic: str) -> dict[tuple[str, int], int]:
     from kafka import TopicPartition
 
@@ -99,6 +108,9 @@ def test_copy_up_then_back_down_loses_nothing_and_verify_compares_both(
     assert committed_on_kafka(kafka, group, topic) == log_only() == {(topic, p): 10 + p for p in range(PARTITIONS)}
     state = state_of(zk, group)
     assert (state.phase, state.applied[-1], state.pending) == (Phase.LOG_ONLY, COPY, None)
+    assert state.kafka_copy == KafkaCopy(cluster_id(kafka), kafka.bootstrap)
+    code, out, _ = run_migrate(capsys, zk_connect, "status", "--group", group, "--json")
+    assert json.loads(out)[0]["kafka_copy"] == {"cluster_id": cluster_id(kafka), "bootstrap": kafka.bootstrap}
     assert run_migrate(capsys, zk_connect, "up", "--group", group, "--to", COPY, *target)[1].endswith("nothing to do\n")
 
     # The team's consumers now run on Kafka and commit there.
@@ -113,7 +125,7 @@ def test_copy_up_then_back_down_loses_nothing_and_verify_compares_both(
     assert code == 0, err
     assert "copying 2 partition(s) committed on Kafka back into zkcoord's log" in out
     assert log_only() == {(topic, 0): 50, (topic, 1): 51, (topic, 2): 12, (topic, 3): 13}
-    assert COPY not in state_of(zk, group).applied
+    assert COPY not in state_of(zk, group).applied and state_of(zk, group).kafka_copy is None
     code, out, _ = run_migrate(capsys, zk_connect, "verify", "--group", group, "--json", *target)
     [verified] = json.loads(out)
     assert code == 0 and verified["kafka"]["counts"]["match"] == PARTITIONS
@@ -199,3 +211,17 @@ def test_a_group_not_yet_log_only_is_refused_before_any_step_runs(kafka, zk, zk_
         )
     assert code == 1 and f"step {COPY} runs only on a group that has every earlier step applied" in err
     assert "the group is at ZK_ONLY" in err and state_of(zk, "g") is None
+
+
+def test_the_step_down_copies_back_only_from_the_cluster_the_offsets_went_to(
+    kafka, zk, zk_connect, capsys, topic, group, log_only
+):
+    target = ("--target-bootstrap-server", kafka.bootstrap)
+    assert run_migrate(capsys, zk_connect, "up", "--group", group, "--to", COPY, *target)[0] == 0
+    state, version = store.read_state(zk, layout.DEFAULT_ROOT, group)
+    elsewhere = state.with_kafka_copy(KafkaCopy("another-cluster", "kafka.elsewhere:9092"), 1)
+    store.write_state(zk, layout.DEFAULT_ROOT, group, elsewhere, version)  # as if copied to another cluster
+    code, _, err = run_migrate(capsys, zk_connect, "down", "--group", group, *target)
+    assert code == 1 and f"refusing to run {COPY} down" in err
+    assert f"copied to the Kafka cluster another-cluster (at kafka.elsewhere:9092), not to {cluster_id(kafka)}" in err
+    assert state_of(zk, group) == elsewhere  # nothing changed

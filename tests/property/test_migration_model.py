@@ -114,6 +114,9 @@ class ModelKafka:
     def __init__(self, world: World):
         self.world = world
 
+    def cluster_id(self) -> str:
+        return "model-cluster"
+
     def _member(self) -> bool:
         return self.world.owner is not None and self.world.owner.kind == KAFKA
 
@@ -191,6 +194,9 @@ class ModelContext:
 
     def kafka(self) -> ModelKafka:
         return ModelKafka(self.world)
+
+    def record_kafka_copy(self, copy) -> None:
+        self.world.state = self.state.with_kafka_copy(copy, 0)
 
 
 def migrate(world: World, direction: str, acknowledged: bool = True, to_kafka: bool = False) -> None:

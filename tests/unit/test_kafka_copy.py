@@ -12,10 +12,11 @@ from zkcoord.migration.kafka_copy import (
     behind_on_kafka,
     busy_group_reasons,
     live_members_reasons,
+    other_cluster_reasons,
     pair_offsets,
     plan_copy,
 )
-from zkcoord.migration.phases import GroupFacts, LegacyMember, MigrationState
+from zkcoord.migration.phases import GroupFacts, KafkaCopy, LegacyMember, MigrationState
 
 partitions = st.tuples(st.sampled_from(["a", "b"]), st.integers(0, 3))
 stores = st.dictionaries(partitions, st.integers(0, 50), max_size=8)
@@ -98,3 +99,12 @@ def test_live_zkcoord_members_of_either_protocol_are_named():
     [reason] = live_members_reasons(facts, "WHY")
     assert reason == "the group has live members on zkcoord (client-1, legacy-1); WHY"
     assert live_members_reasons(GroupFacts(MigrationState()), "WHY") == []
+
+
+def test_only_the_cluster_the_offsets_were_copied_to_is_accepted_whichever_broker_answers():
+    recorded = KafkaCopy("cluster-a", "a1:9092")
+    assert other_cluster_reasons(None, KafkaCopy("cluster-b", "b1:9092")) == []
+    assert other_cluster_reasons(recorded, KafkaCopy("cluster-a", "a2:9092")) == []
+    [reason] = other_cluster_reasons(recorded, KafkaCopy("cluster-b", "b1:9092"))
+    assert "copied to the Kafka cluster cluster-a (at a1:9092), not to cluster-b" in reason
+    assert reason.endswith("pass --target-bootstrap-server a1:9092")

@@ -14,6 +14,7 @@ from zkcoord.migration.phases import (
     ZK,
     Comparison,
     GroupFacts,
+    KafkaCopy,
     LegacyMember,
     MigrationState,
     MigrationStateError,
@@ -66,6 +67,7 @@ states = st.builds(
     applied=st.lists(st.text(min_size=1, max_size=20), max_size=5).map(tuple),
     pending=st.none() | st.tuples(st.text(min_size=1, max_size=20), st.sampled_from(["up", "down"])),
     updated_ms=st.integers(0, 2**45),
+    kafka_copy=st.none() | st.builds(KafkaCopy, st.text(max_size=30), st.text(max_size=30)),
 )
 
 
@@ -95,11 +97,22 @@ def test_foreign_bytes_in_the_state_znode_raise_only_the_state_error(data):
             {"version": 1, "phase": "DUAL_WRITE", "epoch": 1, "pending": {"step": "x", "direction": "sideways"}},
             "pending",
         ),
+        ({"version": 1, "phase": "LOG_ONLY", "epoch": 3, "kafka_copy": {"cluster_id": 7}}, "kafka_copy"),
     ],
 )
 def test_state_fields_are_checked(obj, problem):
     with pytest.raises(MigrationStateError, match=problem):
         decode_state("/p", json.dumps(obj).encode())
+
+
+def test_a_state_without_a_copy_to_kafka_encodes_as_before_and_recording_one_keeps_the_phase():
+    state = MigrationState(Phase.LOG_ONLY, 3, ("0004_stop_zk_commits",))
+    assert b"kafka_copy" not in encode_state(state)
+    cluster = KafkaCopy("abc", "k:9092")
+    copied = state.with_kafka_copy(cluster, 5)
+    assert (copied.phase, copied.epoch, copied.kafka_copy, copied.updated_ms) == (Phase.LOG_ONLY, 3, cluster, 5)
+    assert copied.with_kafka_copy(cluster, 9) is copied
+    assert copied.with_kafka_copy(None, 9).kafka_copy is None
 
 
 def test_a_later_version_with_extra_fields_is_read():

@@ -7,6 +7,7 @@ import argparse
 import contextlib
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import asdict
 
 from tqdm import tqdm
 
@@ -107,6 +108,7 @@ def _migrate_status(runner, groups: list[str], args: argparse.Namespace) -> int:
                 "next": status.next_step,
                 "legacy_members": status.legacy_members,
                 "coordinator_members": status.coordinator_members,  # None: no coordinator answered
+                "kafka_copy": None if state is None or state.kafka_copy is None else asdict(state.kafka_copy),
             }
         )
     if args.json:

@@ -13,7 +13,7 @@ import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from zkcoord.migration.phases import GroupFacts
+from zkcoord.migration.phases import GroupFacts, KafkaCopy
 
 Partition = tuple[str, int]
 ZKCOORD, KAFKA = "zkcoord", "Kafka"
@@ -129,3 +129,13 @@ def live_members_reasons(facts: GroupFacts, why: str) -> list[str]:
         return []
     more = f" and {len(names) - 5} more" if len(names) > 5 else ""
     return [f"the group has live members on zkcoord ({', '.join(names[:5])}{more}); {why}"]
+
+
+def other_cluster_reasons(recorded: KafkaCopy | None, target: KafkaCopy) -> list[str]:
+    """Why ``target`` is not the cluster the group's offsets were copied to (empty when it is, or none was)."""
+    if recorded is None or recorded.cluster_id == target.cluster_id:
+        return []
+    return [
+        f"the group's offsets were copied to the Kafka cluster {recorded.cluster_id} (at {recorded.bootstrap}), not "
+        f"to {target.cluster_id} (at {target.bootstrap}): pass --target-bootstrap-server {recorded.bootstrap}"
+    ]

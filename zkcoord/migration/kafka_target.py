@@ -46,6 +46,10 @@ class KafkaTarget:
         self.bootstrap, self.timeout_ms = bootstrap, timeout_ms
         self._admin = None
 
+    def cluster_id(self) -> str:
+        """The cluster's id (``cluster_id`` in Kafka's Metadata): the same whichever broker answers."""
+        return self._call(lambda admin: admin.describe_cluster(), "DescribeCluster")["cluster_id"]
+
     def describe_group(self, group: str) -> KafkaGroup:
         described = self._call(lambda admin: admin.describe_groups([group]), f"DescribeGroups for group {group}")
         found = described.get(group) or {}

@@ -64,14 +64,24 @@ class MigrationStateError(MigrationError):
 
 
 @dataclass(frozen=True)
+class KafkaCopy:
+    """The Kafka cluster step 0005 copied (or is copying) the group's offsets to."""
+
+    cluster_id: str
+    bootstrap: str
+
+
+@dataclass(frozen=True)
 class MigrationState:
-    """A group's migration record: phase, epoch (grows on each change), steps applied, step under way."""
+    """A group's migration record: phase, epoch (grows on each change), steps applied, step under way, and where
+    its offsets were copied out of zkcoord."""
 
     phase: Phase = Phase.ZK_ONLY
     epoch: int = 0
     applied: tuple[str, ...] = ()
     pending: tuple[str, str] | None = None  # (step, "up"|"down") begun but not finished
     updated_ms: int = 0
+    kafka_copy: KafkaCopy | None = None
 
     def with_phase(self, phase: Phase, now_ms: int) -> "MigrationState":
         """One step along the phase order (or no change); skipping a phase is refused."""
@@ -80,6 +90,10 @@ class MigrationState:
         if abs(int(phase) - int(self.phase)) != 1:
             raise MigrationStateError(f"cannot go from {self.phase.name} to {phase.name}: phases change one at a time")
         return replace(self, phase=phase, epoch=self.epoch + 1, updated_ms=now_ms)
+
+    def with_kafka_copy(self, copy: KafkaCopy | None, now_ms: int) -> "MigrationState":
+        """Record where the offsets were copied (None: nowhere, or copied back); the phase does not change."""
+        return self if copy == self.kafka_copy else replace(self, kafka_copy=copy, updated_ms=now_ms)
 
     def begin(self, step: str, direction: str, now_ms: int) -> "MigrationState":
         return replace(self, pending=(step, direction), updated_ms=now_ms)
@@ -92,7 +106,8 @@ class MigrationState:
 
 
 def encode_state(state: MigrationState) -> bytes:
-    """``{"version":1,"phase":"DUAL_WRITE","epoch":2,"applied":[...],"pending":null,"updated_ms":...}``"""
+    """``{"version":1,"phase":"DUAL_WRITE","epoch":2,"applied":[...],"pending":null,"updated_ms":...}``, and
+    ``"kafka_copy":{"cluster_id":...,"bootstrap":...}`` once the offsets were copied to a Kafka cluster."""
     obj = {
         "version": 1,
         "phase": state.phase.name,
@@ -101,6 +116,8 @@ def encode_state(state: MigrationState) -> bytes:
         "pending": None if state.pending is None else {"step": state.pending[0], "direction": state.pending[1]},
         "updated_ms": state.updated_ms,
     }
+    if state.kafka_copy is not None:
+        obj["kafka_copy"] = {"cluster_id": state.kafka_copy.cluster_id, "bootstrap": state.kafka_copy.bootstrap}
     return json.dumps(obj, separators=(",", ":")).encode("utf-8")
 
 
@@ -125,7 +142,12 @@ def decode_state(where: str, data: bytes | None) -> MigrationState:
             raise MigrationStateError(f"{where}: pending must be {{step, direction}}")
         pending = (str(pending.get("step")), pending["direction"])
     updated = obj.get("updated_ms", 0)
-    return MigrationState(Phase[phase], epoch, tuple(applied), pending, updated if _is_int(updated) else 0)
+    copy = obj.get("kafka_copy")
+    if copy is not None:
+        if not isinstance(copy, dict) or not all(isinstance(copy.get(k), str) for k in ("cluster_id", "bootstrap")):
+            raise MigrationStateError(f"{where}: kafka_copy must be {{cluster_id, bootstrap}}")
+        copy = KafkaCopy(copy["cluster_id"], copy["bootstrap"])
+    return MigrationState(Phase[phase], epoch, tuple(applied), pending, updated if _is_int(updated) else 0, copy)
 
 
 def _is_int(value: object) -> bool:

@@ -30,6 +30,7 @@ from zkcoord.migration import store
 from zkcoord.migration.kafka_target import KafkaTarget, TargetError
 from zkcoord.migration.phases import (
     GroupFacts,
+    KafkaCopy,
     MigrationError,
     MigrationState,
     Phase,
@@ -180,6 +181,13 @@ class StepContext:
             self.state = changed
             self.say(f"group {self.group}: phase {phase.name} (epoch {changed.epoch})")
         self.wait_for_acks()
+
+    def record_kafka_copy(self, copy: KafkaCopy | None) -> None:
+        """Write into the group's state where its offsets are copied to (None: nowhere), by compare-and-set."""
+        changed = self.state.with_kafka_copy(copy, self.now_ms())
+        if changed is not self.state:
+            self.version = store.write_state(self.zk, self.root, self.group, changed, self.version)
+            self.state = changed
 
     def wait_for_acks(self) -> None:
         """Wait (bounded) until every live zkcoord node and legacy member that follows the group acknowledged
