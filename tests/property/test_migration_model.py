@@ -33,7 +33,7 @@ from zkcoord.migration.phases import (
 from zkcoord.migration.runner import PhaseNotAcknowledged, load_steps
 
 P = ("t", 0)
-STEPS = load_steps()
+STEPS = load_steps(opt_in=True)
 COPY = next(step for step in STEPS if step.opt_in)
 KAFKA = "kafka"  # the Kafka cluster's group coordinator, as a store
 

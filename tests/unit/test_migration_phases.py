@@ -31,7 +31,7 @@ from zkcoord.migration.phases import (
 )
 from zkcoord.migration.runner import DOWN, UP, ZERO, MigrationError, Runner, load_steps
 
-STEPS = load_steps()
+STEPS = load_steps(opt_in=True)
 NAMES = [step.name for step in STEPS]
 
 
@@ -42,6 +42,7 @@ def test_the_shipped_steps_walk_the_phases_in_order():
         Phase.DUAL_WRITE, Phase.DUAL_WRITE, Phase.LOG_PRIMARY, Phase.LOG_ONLY, Phase.LOG_ONLY,
     ]  # fmt: skip
     assert [step.opt_in for step in STEPS] == [False, False, False, False, True]  # the copy to Kafka changes no phase
+    assert [step.name for step in load_steps()] == NAMES[:4]  # a program walking every step stays on zkcoord
     assert all(step.description and not step.description.endswith(":") for step in STEPS)
 
 

@@ -30,7 +30,7 @@ def _migration_runner(args: argparse.Namespace) -> Iterator:
     from zkcoord.migration.runner import ACK_TIMEOUT_S, Runner, load_steps
     from zkcoord.zk.nodes import discover_nodes
 
-    steps = load_steps(args.migrations_dir)
+    steps = load_steps(args.migrations_dir, opt_in=True)
     with zookeeper(args) as client:
         fixed = parse_bootstrap_servers(args.bootstrap_server) if args.bootstrap_server else None
         channel = CoordinatorChannel(

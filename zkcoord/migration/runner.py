@@ -89,8 +89,11 @@ def default_migrations_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "migrations"
 
 
-def load_steps(directory: str | Path | None = None) -> list[Step]:
-    """Every ``NNNN_*.py`` step in ``directory``, in order; a malformed step is a :class:`MigrationError`."""
+def load_steps(directory: str | Path | None = None, opt_in: bool = False) -> list[Step]:
+    """Every ``NNNN_*.py`` step in ``directory``, in order; a malformed step is a :class:`MigrationError`.
+
+    Opt-in steps only with ``opt_in`` (``zkcoord migrate`` asks for them): a program that walks every step, as
+    the demo and the fault campaign do, walks the phases and stays on zkcoord."""
     directory = Path(directory) if directory is not None else default_migrations_dir()
     if not directory.is_dir():
         raise MigrationError(f"no migrations directory at {directory}")
@@ -106,7 +109,9 @@ def load_steps(directory: str | Path | None = None) -> list[Step]:
         if missing:
             raise MigrationError(f"migration step {path} lacks {', '.join(missing)}")
         description = (module.__doc__ or path.stem).strip().splitlines()[0]
-        steps.append(Step(path.stem, description, Phase(module.PHASE), module, bool(getattr(module, "OPT_IN", False))))
+        optional = bool(getattr(module, "OPT_IN", False))
+        if opt_in or not optional:
+            steps.append(Step(path.stem, description, Phase(module.PHASE), module, optional))
     if not steps:
         raise MigrationError(f"no migration steps (NNNN_<what>.py) in {directory}")
     return steps
