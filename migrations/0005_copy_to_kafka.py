@@ -67,10 +67,12 @@ def _cluster(kafka):
 
 
 def _same_cluster(ctx, kafka):
-    """A step resumed after a stop skips its pre-check, so it checks the cluster itself before writing."""
-    reasons = other_cluster_reasons(ctx.state.kafka_copy, _cluster(kafka))
+    """The target's identity, once checked against the record: a step resumed after a stop skips its pre-check."""
+    cluster = _cluster(kafka)
+    reasons = other_cluster_reasons(ctx.state.kafka_copy, cluster)
     if reasons:
         raise MigrationError(f"group {ctx.group}: {reasons[0]}")
+    return cluster
 
 
 def _idle(ctx, kafka):
@@ -84,9 +86,9 @@ def _idle(ctx, kafka):
 
 def up(ctx):
     kafka = ctx.kafka()
-    _same_cluster(ctx, kafka)
+    cluster = _same_cluster(ctx, kafka)
     if ctx.state.kafka_copy is None:  # before the first commit, so that a down knows where to copy back from
-        ctx.record_kafka_copy(_cluster(kafka))
+        ctx.record_kafka_copy(cluster)
     log, copied = ctx.log_offsets(), kafka.offsets(ctx.group)
     plan = plan_copy(log, copied, ctx.allow_rewind)
     ctx.say(
