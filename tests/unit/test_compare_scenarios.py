@@ -3,7 +3,8 @@
 import pytest
 
 from zkcoord.compare.member import CompareTrace
-from zkcoord.compare.scenarios import SCENARIOS, VARIANTS, GroupView, NotApplicable, Workload, plan
+from zkcoord.compare.rdkafka_member import generation_of, rdkafka_member_config
+from zkcoord.compare.scenarios import SCENARIOS, VARIANTS, ZKCOORD, GroupView, NotApplicable, Workload, plan
 
 WORKLOAD = Workload(members=4, partitions=8, k=2, downtime_ms=700, session_timeout_ms=4000)
 TOPICS = ["t"]
@@ -14,10 +15,10 @@ def actions(scenario, variant="eager"):
     return found, [(a.kind, a.target, a.hold_ms, a.count) for step in found.steps for a in step.actions]
 
 
-def test_every_scenario_has_a_plan_for_every_variant_but_a_coordinator_failover_of_a_zookeeper_group():
+def test_every_scenario_has_a_plan_for_every_variant_but_a_coordinator_failover_without_zkcoord_nodes():
     for scenario in SCENARIOS:
         for variant in VARIANTS.values():
-            if scenario == "coordinator-failover" and variant.legacy:
+            if scenario == "coordinator-failover" and variant.coordinator != ZKCOORD:
                 with pytest.raises(NotApplicable):
                     plan(scenario, variant, WORKLOAD, TOPICS)
             else:
@@ -142,3 +143,22 @@ def test_a_legacy_member_rebalance_is_a_successful_attempt():
     assert [e["generation"] for e in rebalances] == [None]
     (committed,) = [e for e in lines if e["type"] == "compare.committed"]
     assert committed["offsets"] == [["t", 0, 3]] and committed["error"] is None
+
+
+def test_the_generation_is_read_from_librdkafka_s_serialised_group_metadata():
+    # As confluent-kafka 2.16's consumer_group_metadata() returned it inside on_assign, in generation 3.
+    metadata = b"CGMDv2:\x03\x00\x00\x00g-probe\x00b-28ffc1e1-2a21-4aba-aeba-648d1d4a7340\x00\x01"
+    assert generation_of(metadata) == 3
+    with pytest.raises(ValueError, match="not librdkafka's consumer group metadata"):
+        generation_of(b"CGMDv9:\x03\x00\x00\x00")
+
+
+def test_a_librdkafka_member_differs_between_targets_only_in_its_bootstrap():
+    def config(bootstrap, static=False):
+        return rdkafka_member_config("g", bootstrap, "m01", "range", static, 6000, 1000, 500)
+
+    broker, node = config([("127.0.0.1", 9092)]), config([("127.0.0.1", 9093), ("127.0.0.1", 9094)])
+    assert {key for key in broker if broker[key] != node[key]} == {"bootstrap.servers"}
+    assert node["bootstrap.servers"] == "127.0.0.1:9093,127.0.0.1:9094"
+    assert broker["enable.auto.offset.store"] is False  # stored after processing: commits cover processed records
+    assert "group.instance.id" not in broker and config([("h", 1)], static=True)["group.instance.id"] == "m01"

@@ -1,23 +1,26 @@
 """One member of a comparison run, as a process: ``python -m zkcoord.compare.member SPEC_JSON``.
 
 Runs a legacy 0.8.2 member (LegacyConsumer, one stream) or a coordinator member (zkcoord.client.Consumer) on
-the run's source (synthetic, or a Kafka broker), processes every record at ``cost_ms`` each, and appends its
-trace to ``trace``: its own ``legacy.*``/``client.*`` events and the ``compare.*`` events derived from them
-(docs/traces.md), every line tagged with the run, scenario, variant and instance. Prints ``ready`` once
+the run's source (synthetic, or a Kafka broker), or a librdkafka consumer on the broker
+(zkcoord.compare.rdkafka_member), processes every record at ``cost_ms`` each, and appends its trace to
+``trace``: its own ``legacy.*``/``client.*``/``rdkafka.*`` events and the ``compare.*`` events derived from
+them (docs/traces.md), every line tagged with the run, scenario, variant and instance. Prints ``ready`` once
 started; a ``close`` line on stdin (or SIGTERM) closes it cleanly, as an operator's restart would; the runner
 SIGKILLs or SIGSTOPs it for the crash and session-expiry scenarios.
 """
 
+import contextlib
 import json
 import logging
 import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
 
+from zkcoord.compare.member_trace import CompareTrace, now_ms
+from zkcoord.compare.scenarios import LEGACY_MEMBER, RDKAFKA_MEMBER
 from zkcoord.sources import open_source
-from zkcoord.trace import JsonLinesTraceWriter, make_event
+from zkcoord.trace import JsonLinesTraceWriter
 
 log = logging.getLogger(__name__)
 READY = "ready"
@@ -77,54 +80,6 @@ def client_member_config(
     return config
 
 
-class CompareTrace:
-    """The member's trace sink: tags every event and adds the ``compare.*`` events derived from it."""
-
-    def __init__(self, write: Callable[[dict], None], spec: dict):
-        self._write = write
-        self._tags = {key: spec[key] for key in ("run", "scenario", "variant", "instance")}
-        self._group = spec["group"]
-        self._member = spec["member"]
-        self._owned: list | None = None
-        self._stable_generations: set[int] = set()
-        self._lock = threading.Lock()
-
-    def __call__(self, event: dict) -> None:
-        kind = event["type"]
-        if kind != "client.consumed":
-            self._put({**event, "member": self._member})
-        if kind in ("legacy.assignment", "client.assignment"):
-            partitions = sorted({tuple(tp) for tps in event["assignment"].values() for tp in tps})
-            if partitions != self._owned:
-                self._owned = partitions
-                self.emit("compare.assignment", partitions=[list(tp) for tp in partitions])
-        elif kind == "legacy.rebalance_attempt" and event["outcome"] == "success":
-            self.emit("compare.rebalance", generation=None)
-        elif kind == "client.state" and event["state"] == "STABLE":
-            if event["generation"] not in self._stable_generations:
-                self._stable_generations.add(event["generation"])
-                self.emit("compare.rebalance", generation=event["generation"])
-        elif kind in ("legacy.committed", "client.committed"):
-            self.emit("compare.committed", offsets=event["offsets"], error=event.get("error"))
-
-    def processed(self, topic: str, partition: int, first: int, last: int, time_ms: int) -> None:
-        self.emit(
-            "compare.processed", time_ms=time_ms, topic=topic, partition=partition, first_offset=first, last_offset=last
-        )
-
-    def emit(self, event_type: str, time_ms: int | None = None, **fields) -> None:
-        now = int(time.time() * 1000) if time_ms is None else time_ms
-        self._put(make_event(event_type, now, self._group, self._member, **fields))
-
-    def _put(self, event: dict) -> None:
-        with self._lock:
-            self._write({**event, **self._tags})
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class ClientMember:
     """A zkcoord.client.Consumer in a poll loop: each poll's records processed partition by partition."""
 
@@ -155,7 +110,7 @@ class ClientMember:
             for (topic, partition), records in batch.items():
                 if self.cost_s:
                     time.sleep(self.cost_s * len(records))
-                self.trace.processed(topic, partition, records[0].offset, records[-1].offset, _now_ms())
+                self.trace.processed(topic, partition, records[0].offset, records[-1].offset, now_ms())
 
     def close(self) -> None:
         """Stop polling (``stop`` is set), then close: the poll side owns the consumer."""
@@ -194,7 +149,7 @@ class LegacyMember:
         for record in stream:  # ends when the consumer closes
             if self.cost_s:
                 time.sleep(self.cost_s)
-            self.trace.processed(record.topic, record.partition, record.offset, record.offset, _now_ms())
+            self.trace.processed(record.topic, record.partition, record.offset, record.offset, now_ms())
 
     def close(self) -> None:
         """Close (which ends the stream), then let the last record's report out."""
@@ -207,16 +162,20 @@ def run_member(spec: dict, stop: threading.Event) -> bool:
     """Start the member of ``spec``, print ``ready``, process until ``stop``, close; False if it failed."""
     writer = JsonLinesTraceWriter(spec["trace"])
     trace = CompareTrace(writer, spec)
-    source = open_source(spec["source"])
-    member = (LegacyMember if spec["kind"] == "legacy" else ClientMember)(spec, source, trace, stop)
-    member.start()
-    print(READY, flush=True)
-    stop.wait()
-    try:
+    with contextlib.ExitStack() as resources:
+        resources.callback(writer.close)
+        if spec["kind"] == RDKAFKA_MEMBER:
+            from zkcoord.compare.rdkafka_member import RdkafkaMember
+
+            member = RdkafkaMember(spec, trace, stop)  # reads Kafka itself
+        else:
+            source = open_source(spec["source"])
+            resources.callback(source.close)
+            member = (LegacyMember if spec["kind"] == LEGACY_MEMBER else ClientMember)(spec, source, trace, stop)
+        member.start()
+        print(READY, flush=True)
+        stop.wait()
         member.close()
-    finally:
-        writer.close()
-        source.close()
     return not member.failed
 
 

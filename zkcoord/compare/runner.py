@@ -35,9 +35,14 @@ from zkcoord.compare.processes import (
     zookeeper_counts,
 )
 from zkcoord.compare.production import KAFKA, kafka_endpoint, open_production, source_kind
+from zkcoord.compare.rdkafka_member import rdkafka_member_config
 from zkcoord.compare.scenarios import (
+    BROKER,
+    CLIENT_MEMBER,
+    LEGACY_MEMBER,
     SCENARIOS,
     VARIANTS,
+    ZKCOORD,
     Action,
     GroupView,
     NotApplicable,
@@ -46,8 +51,9 @@ from zkcoord.compare.scenarios import (
     Workload,
     plan,
 )
+from zkcoord.config import parse_bootstrap_servers
 from zkcoord.errors import SourceError
-from zkcoord.model import TopicPartition
+from zkcoord.model import Address, TopicPartition
 from zkcoord.testing.kafka_broker import KafkaEndpoint
 from zkcoord.testing.node_process import HOST, NodeProcess
 from zkcoord.testing.zookeeper import fresh_chroot
@@ -69,7 +75,7 @@ class CompareOptions:
 
     out: Path
     scenarios: list[str]
-    variants: list[str] = field(default_factory=lambda: list(VARIANTS))
+    variants: list[str] | None = None  # None: every variant the source can run
     workload: Workload = field(default_factory=Workload)
     rate: float = 20.0  # records/s per partition
     source: str = "synthetic"  # or kafka:bootstrap=HOST:PORT, with zookeeper the broker's zookeeper.connect
@@ -146,27 +152,26 @@ class ScenarioRun:
 
     def member_spec(self, member: str) -> dict:
         count = self.starts[member] = self.starts.get(member, 0) + 1
-        options, workload = self.options, self.options.workload
-        if self.variant.legacy:
-            kind = "legacy"
+        options, workload, variant = self.options, self.options.workload, self.variant
+        if variant.member == LEGACY_MEMBER:
             config = legacy_member_config(
                 self.group, self.context.connect, member, workload.session_timeout_ms, options.auto_commit_interval_ms
             )
         else:
-            kind = "client"
-            config = client_member_config(
+            make_config = client_member_config if variant.member == CLIENT_MEMBER else rdkafka_member_config
+            config = make_config(
                 self.group,
-                self.node_addresses(),
+                self.coordinator_addresses(),
                 member,
-                self.variant.strategy,
-                static=self.variant.static,
+                variant.strategy,
+                static=variant.static,
                 session_timeout_ms=workload.session_timeout_ms,
                 heartbeat_interval_ms=options.heartbeat_interval_ms,
                 auto_commit_interval_ms=options.auto_commit_interval_ms,
             )
         return {
             **self.tags,
-            "kind": kind,
+            "kind": variant.member,
             "member": member,
             "instance": f"{member}#{count}",
             "group": self.group,
@@ -221,7 +226,10 @@ class ScenarioRun:
             node.wait_serving()
             self.emit("compare.node", node_id=node_id, event="started")
 
-    def node_addresses(self) -> list[tuple[str, int]]:
+    def coordinator_addresses(self) -> list[Address]:
+        """Where the members bootstrap: the broker, or the nodes."""
+        if self.variant.coordinator == BROKER:
+            return parse_bootstrap_servers(self.context.kafka.bootstrap)
         return [node.address for node in self.nodes.values()]
 
     def kill_coordinator(self) -> None:
@@ -327,7 +335,7 @@ class ScenarioRun:
         for topic, count in self.topics.items():
             self.emit("compare.topic", topic=topic, partitions=count)
         self.emit("compare.phase", phase="warmup")
-        if not self.variant.legacy:
+        if self.variant.coordinator == ZKCOORD:
             self.start_nodes(self.plan.coordinator_nodes)
         if self.plan.initial_members:
             self.start_members(list(self.plan.initial_members))
@@ -430,20 +438,23 @@ def compare_run(options: CompareOptions, say: Callable[[str], None] = print) -> 
     for name in options.scenarios:
         if name not in SCENARIOS:
             raise ValueError(f"unknown scenario {name!r}; one of {', '.join(SCENARIOS)}")
-    for name in options.variants:
-        if name not in VARIANTS:
-            raise ValueError(f"unknown variant {name!r}; one of {', '.join(VARIANTS)}")
     try:
         kind = source_kind(options.source)
     except SourceError as error:
         raise ValueError(str(error)) from None
     if kind == KAFKA and options.zookeeper is None:
         raise ValueError("a Kafka source needs the broker's ZooKeeper: --zookeeper HOST:PORT/chroot")
+    variants = options.variants or [name for name, v in VARIANTS.items() if kind == KAFKA or not v.reads_kafka]
+    for name in variants:
+        if name not in VARIANTS:
+            raise ValueError(f"unknown variant {name!r}; one of {', '.join(VARIANTS)}")
+        if VARIANTS[name].reads_kafka and kind != KAFKA:
+            raise ValueError(f"variant {name!r} runs librdkafka consumers, which need --source kafka:bootstrap=...")
     options.out.mkdir(parents=True, exist_ok=True)
     results = []
     with CompareContext(options) as context:
         for scenario in options.scenarios:
-            for variant_name in options.variants:
+            for variant_name in variants:
                 variant = VARIANTS[variant_name]
                 entry = {"scenario": scenario, "variant": variant_name, "run": context.run_id}
                 try:

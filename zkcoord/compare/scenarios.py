@@ -9,28 +9,65 @@ from dataclasses import dataclass, field
 
 LEGACY = "legacy"
 
+# Who runs the group's rebalance ...
+ZOOKEEPER = "zookeeper"  # nobody: the 0.8.2 members among themselves, through ZooKeeper
+ZKCOORD = "zkcoord"  # zkcoord's coordinator nodes
+BROKER = "broker"  # the Kafka broker the records come from, with its own group coordinator
+# ... and which consumer the members run.
+LEGACY_MEMBER = "legacy"  # zkcoord.legacy.LegacyConsumer
+CLIENT_MEMBER = "client"  # zkcoord.client.Consumer, zkcoord's protocol
+RDKAFKA_MEMBER = "rdkafka"  # librdkafka (confluent-kafka), Kafka's protocol
+
 
 @dataclass(frozen=True)
 class Variant:
-    """How the group coordinates: the 0.8.2 ZooKeeper protocol, or the coordinator with one client set-up."""
+    """How the group coordinates: the 0.8.2 ZooKeeper protocol, or a coordinator with one client set-up."""
 
     name: str
     label: str
     strategy: str = "range"
     static: bool = False
+    coordinator: str = ZKCOORD
+    member: str = CLIENT_MEMBER
 
     @property
     def legacy(self) -> bool:
-        return self.name == LEGACY
+        return self.coordinator == ZOOKEEPER
+
+    @property
+    def reads_kafka(self) -> bool:
+        """Its members read records only from a Kafka broker (librdkafka has no synthetic source)."""
+        return self.member == RDKAFKA_MEMBER or self.coordinator == BROKER
+
+
+def _rdkafka_variants(prefix: str, coordinator: str, where: str) -> tuple[Variant, ...]:
+    """Eager, cooperative and static librdkafka members on one coordinator."""
+    common = {"coordinator": coordinator, "member": RDKAFKA_MEMBER}
+    return (
+        Variant(f"{prefix}-eager", f"librdkafka on {where}, eager (range)", **common),
+        Variant(
+            f"{prefix}-cooperative",
+            f"librdkafka on {where}, cooperative-sticky",
+            strategy="cooperative-sticky",
+            **common,
+        ),
+        Variant(
+            f"{prefix}-static",
+            f"librdkafka on {where}, static members (range, group.instance.id)",
+            static=True,
+            **common,
+        ),
+    )
 
 
 VARIANTS = {
     variant.name: variant
     for variant in (
-        Variant(LEGACY, "ZooKeeper 0.8.2 (range)"),
+        Variant(LEGACY, "ZooKeeper 0.8.2 (range)", coordinator=ZOOKEEPER, member=LEGACY_MEMBER),
         Variant("eager", "coordinator, eager (range, dynamic members)"),
         Variant("static", "coordinator, static members (range, group.instance.id)", static=True),
         Variant("cooperative", "coordinator, cooperative-sticky", strategy="cooperative-sticky"),
+        *_rdkafka_variants("kafka", BROKER, "Kafka's own coordinator"),
     )
 }
 
@@ -124,8 +161,10 @@ def plan(scenario: str, variant: Variant, workload: Workload, topics: Iterable[s
         step = Step(f"SIGSTOP {everyone[0]} for {hold} ms", (Action("pause", everyone[0], hold_ms=hold),))
         return Plan(scenario, everyone, (step,))
     if scenario == "coordinator-failover":
-        if variant.legacy:
+        if variant.coordinator == ZOOKEEPER:
             raise NotApplicable("a ZooKeeper group has no coordinator to fail over")
+        if variant.coordinator == BROKER:
+            raise NotApplicable("the broker's coordinator is the run's only broker: killing it stops the records too")
         return Plan(scenario, everyone, (Step("SIGKILL the coordinator", (Action("kill-coordinator"),)),), 2)
     actions = tuple(Action("add-partitions", topic, count=k) for topic in topics)
     return Plan(scenario, everyone, (Step(f"add {k} partitions per topic", actions),))
