@@ -1,0 +1,110 @@
+"""Comparison runs whose members are librdkafka consumers (confluent-kafka), on the session's real Kafka broker.
+
+A rolling bounce of two members under eager, cooperative-sticky and static membership, the group run by the
+broker's own coordinator. The members' traces must pass the history checker and cover every record the broker
+holds, and show each protocol's known shape: an eager bounce rebalances and revokes everything, a cooperative
+one revokes only what moves, a static one does not rebalance at all.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from zkcoord.compare.history import check_history
+from zkcoord.compare.runner import CompareOptions, compare_run
+from zkcoord.compare.scenarios import Workload
+
+SCENARIO = "rolling-bounce"
+BROKER_VARIANTS = ("kafka-eager", "kafka-cooperative", "kafka-static")
+MEMBERS = 2
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(scope="module")
+def compared(tmp_path_factory, kafka):
+    out = tmp_path_factory.mktemp("compare-rdkafka")
+    options = CompareOptions(
+        out=out,
+        scenarios=[SCENARIO],
+        variants=list(BROKER_VARIANTS),
+        # The broker's group.min.session.timeout.ms is 6000 (Kafka's default).
+        workload=Workload(members=MEMBERS, partitions=4, downtime_ms=500, session_timeout_ms=6000),
+        rate=10.0,
+        duration_s=1.0,
+        zookeeper=kafka.zk_connect,
+        source=f"kafka:bootstrap={kafka.bootstrap}",
+    )
+    results = compare_run(options, say=lambda line: None)
+    assert [(r["variant"], r["status"]) for r in results] == [(v, "ok") for v in BROKER_VARIANTS], results
+    return out
+
+
+def events(out: Path, variant: str) -> list[dict]:
+    found = []
+    for path in sorted((out / "traces" / SCENARIO / variant).glob("*.jsonl")):
+        found += [json.loads(line) for line in path.read_text().splitlines()]
+    return sorted(found, key=lambda e: e["time_ms"])
+
+
+def of_type(found: list[dict], kind: str) -> list[dict]:
+    return [e for e in found if e["type"] == kind]
+
+
+def rebalances_in_window(found: list[dict]) -> int:
+    """docs/compare.md's ``rebalances`` of a coordinator variant, without Spark."""
+    phases = {e["phase"]: e["time_ms"] for e in of_type(found, "compare.phase")}
+    rebalances = of_type(found, "compare.rebalance")
+    before = max((e["generation"] for e in rebalances if e["time_ms"] < phases["measure"]), default=0)
+    inside = [e for e in rebalances if phases["measure"] <= e["time_ms"] <= phases["end"]]
+    return len({e["generation"] for e in inside if e["generation"] > before})
+
+
+@pytest.mark.parametrize("variant", BROKER_VARIANTS)
+def test_the_history_checker_passes_and_every_record_the_broker_holds_was_processed(compared, kafka, variant):
+    found = events(compared, variant)
+    report = check_history(found)
+    assert report.violations == [], report.violations
+    assert report.acknowledged_commits > 0 and report.lost == 0 and report.missed == 0
+    assert len(of_type(found, "compare.committed")) >= report.acknowledged_commits
+    (run,) = of_type(found, "compare.run")
+    (topic,) = run["partitions"]
+    produced = {e["partition"]: e["end_offset"] for e in of_type(found, "compare.produced")}
+    assert produced == kafka.end_offsets(topic) and all(end > 0 for end in produced.values())
+    processed = {p: set() for p in produced}
+    for e in of_type(found, "compare.processed"):
+        processed[e["partition"]].update(range(e["first_offset"], e["last_offset"] + 1))
+    assert processed == {p: set(range(end)) for p, end in produced.items()}
+    # Every instance's librdkafka callbacks became its ownership: it ends owning nothing, having closed.
+    for instance in {e["instance"] for e in of_type(found, "rdkafka.rebalance")}:
+        assert [e for e in of_type(found, "compare.assignment") if e["instance"] == instance][-1]["partitions"] == []
+
+
+def test_static_members_come_back_to_their_partitions_without_a_rebalance(compared):
+    found = events(compared, "kafka-static")
+    assert rebalances_in_window(found) == 0
+    owned: dict[str, list] = {}  # each instance's non-empty assignments, in order
+    for e in of_type(found, "compare.assignment"):
+        if e["partitions"]:
+            owned.setdefault(e["instance"], []).append(e["partitions"])
+    for member in (f"m{n:02d}" for n in range(MEMBERS)):
+        assert owned[f"{member}#2"] == [owned[f"{member}#1"][-1]]  # what it had, at once, and nothing else
+
+
+def test_an_eager_bounce_revokes_everything_a_cooperative_one_only_what_moves(compared):
+    def emptied_while_staying(variant: str) -> int:
+        """Assignments that took everything from an instance which went on to own partitions again."""
+        found = of_type(events(compared, variant), "compare.assignment")
+        return sum(
+            1
+            for n, e in enumerate(found)
+            if not e["partitions"] and any(later["instance"] == e["instance"] for later in found[n + 1 :])
+        )
+
+    eager, cooperative = events(compared, "kafka-eager"), events(compared, "kafka-cooperative")
+    assert rebalances_in_window(eager) >= MEMBERS  # at least one per bounce
+    assert rebalances_in_window(cooperative) >= MEMBERS
+    assert emptied_while_staying("kafka-eager") >= MEMBERS  # the member that stays gives everything up each time
+    assert emptied_while_staying("kafka-cooperative") == 0
+    revoked = [e for e in of_type(cooperative, "rdkafka.rebalance") if e["callback"] == "revoke"]
+    assert any(e["partitions"] for e in revoked)  # the incremental revocations of partitions that moved
