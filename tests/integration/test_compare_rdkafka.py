@@ -1,9 +1,10 @@
-"""Comparison runs whose members are librdkafka consumers (confluent-kafka), on the session's real Kafka broker.
+"""Comparison runs whose members are librdkafka consumers (confluent-kafka), reading the session's real broker.
 
 A rolling bounce of two members under eager, cooperative-sticky and static membership, the group run by the
-broker's own coordinator. The members' traces must pass the history checker and cover every record the broker
-holds, and show each protocol's known shape: an eager bounce rebalances and revokes everything, a cooperative
-one revokes only what moves, a static one does not rebalance at all.
+broker's own coordinator (``kafka-*``) or by a zkcoord node through its Kafka listener (``rdkafka-*``): the same
+consumers, only their bootstrap differs. The members' traces must pass the history checker and cover every
+record the broker holds, and show each protocol's known shape: an eager bounce rebalances and revokes
+everything, a cooperative one revokes only what moves, a static one does not rebalance at all.
 """
 
 import json
@@ -16,7 +17,8 @@ from zkcoord.compare.runner import CompareOptions, compare_run
 from zkcoord.compare.scenarios import Workload
 
 SCENARIO = "rolling-bounce"
-BROKER_VARIANTS = ("kafka-eager", "kafka-cooperative", "kafka-static")
+TARGETS = ("kafka", "rdkafka")  # the broker's coordinator, zkcoord's
+VARIANTS = tuple(f"{target}-{kind}" for target in TARGETS for kind in ("eager", "cooperative", "static"))
 MEMBERS = 2
 pytestmark = pytest.mark.timeout(300)
 
@@ -27,16 +29,17 @@ def compared(tmp_path_factory, kafka):
     options = CompareOptions(
         out=out,
         scenarios=[SCENARIO],
-        variants=list(BROKER_VARIANTS),
+        variants=list(VARIANTS),
         # The broker's group.min.session.timeout.ms is 6000 (Kafka's default).
         workload=Workload(members=MEMBERS, partitions=4, downtime_ms=500, session_timeout_ms=6000),
         rate=10.0,
         duration_s=1.0,
         zookeeper=kafka.zk_connect,
         source=f"kafka:bootstrap={kafka.bootstrap}",
+        node_properties={"group.initial.rebalance.delay.ms": 0},  # as the test broker's
     )
     results = compare_run(options, say=lambda line: None)
-    assert [(r["variant"], r["status"]) for r in results] == [(v, "ok") for v in BROKER_VARIANTS], results
+    assert [(r["variant"], r["status"]) for r in results] == [(v, "ok") for v in VARIANTS], results
     return out
 
 
@@ -60,7 +63,7 @@ def rebalances_in_window(found: list[dict]) -> int:
     return len({e["generation"] for e in inside if e["generation"] > before})
 
 
-@pytest.mark.parametrize("variant", BROKER_VARIANTS)
+@pytest.mark.parametrize("variant", VARIANTS)
 def test_the_history_checker_passes_and_every_record_the_broker_holds_was_processed(compared, kafka, variant):
     found = events(compared, variant)
     report = check_history(found)
@@ -80,8 +83,9 @@ def test_the_history_checker_passes_and_every_record_the_broker_holds_was_proces
         assert [e for e in of_type(found, "compare.assignment") if e["instance"] == instance][-1]["partitions"] == []
 
 
-def test_static_members_come_back_to_their_partitions_without_a_rebalance(compared):
-    found = events(compared, "kafka-static")
+@pytest.mark.parametrize("target", TARGETS)
+def test_static_members_come_back_to_their_partitions_without_a_rebalance(compared, target):
+    found = events(compared, f"{target}-static")
     assert rebalances_in_window(found) == 0
     owned: dict[str, list] = {}  # each instance's non-empty assignments, in order
     for e in of_type(found, "compare.assignment"):
@@ -91,7 +95,8 @@ def test_static_members_come_back_to_their_partitions_without_a_rebalance(compar
         assert owned[f"{member}#2"] == [owned[f"{member}#1"][-1]]  # what it had, at once, and nothing else
 
 
-def test_an_eager_bounce_revokes_everything_a_cooperative_one_only_what_moves(compared):
+@pytest.mark.parametrize("target", TARGETS)
+def test_an_eager_bounce_revokes_everything_a_cooperative_one_only_what_moves(compared, target):
     def emptied_while_staying(variant: str) -> int:
         """Assignments that took everything from an instance which went on to own partitions again."""
         found = of_type(events(compared, variant), "compare.assignment")
@@ -101,10 +106,20 @@ def test_an_eager_bounce_revokes_everything_a_cooperative_one_only_what_moves(co
             if not e["partitions"] and any(later["instance"] == e["instance"] for later in found[n + 1 :])
         )
 
-    eager, cooperative = events(compared, "kafka-eager"), events(compared, "kafka-cooperative")
+    eager, cooperative = events(compared, f"{target}-eager"), events(compared, f"{target}-cooperative")
     assert rebalances_in_window(eager) >= MEMBERS  # at least one per bounce
     assert rebalances_in_window(cooperative) >= MEMBERS
-    assert emptied_while_staying("kafka-eager") >= MEMBERS  # the member that stays gives everything up each time
-    assert emptied_while_staying("kafka-cooperative") == 0
+    assert emptied_while_staying(f"{target}-eager") >= MEMBERS  # the member that stays gives everything up each time
+    assert emptied_while_staying(f"{target}-cooperative") == 0
     revoked = [e for e in of_type(cooperative, "rdkafka.rebalance") if e["callback"] == "revoke"]
     assert any(e["partitions"] for e in revoked)  # the incremental revocations of partitions that moved
+
+
+def test_the_rdkafka_groups_ran_on_zkcoord_s_nodes_and_the_kafka_groups_on_the_broker(compared):
+    for variant in VARIANTS:
+        (counters,) = of_type(events(compared, variant), "compare.counters")
+        served = counters["coordinator_requests_by_api"].keys()
+        if variant.startswith("rdkafka-"):
+            assert {"JoinGroup", "SyncGroup", "Heartbeat", "OffsetCommit"} <= served
+        else:
+            assert counters["coordinator_requests"] == 0

@@ -40,6 +40,7 @@ from zkcoord.compare.scenarios import (
     BROKER,
     CLIENT_MEMBER,
     LEGACY_MEMBER,
+    RDKAFKA_MEMBER,
     SCENARIOS,
     VARIANTS,
     ZKCOORD,
@@ -55,7 +56,7 @@ from zkcoord.config import parse_bootstrap_servers
 from zkcoord.errors import SourceError
 from zkcoord.model import Address, TopicPartition
 from zkcoord.testing.kafka_broker import KafkaEndpoint
-from zkcoord.testing.node_process import HOST, NodeProcess
+from zkcoord.testing.node_process import HOST, NodeProcess, kafka_node
 from zkcoord.testing.zookeeper import fresh_chroot
 from zkcoord.trace import JsonLinesTraceWriter, make_event
 from zkcoord.zk import admin
@@ -210,9 +211,11 @@ class ScenarioRun:
             **self.options.node_properties,
         }
         log_dir = self.context.scratch / f"{self.plan.scenario}-{self.variant.name}-offsets"
+        # librdkafka members bootstrap at the nodes' Kafka listeners, which forward data requests to the brokers.
+        start_node = kafka_node if self.variant.member == RDKAFKA_MEMBER else NodeProcess
         for _ in range(count):
             node_id = next(self.context.node_ids)  # unique: a killed node's registration outlives it a while
-            node = NodeProcess(
+            node = start_node(
                 node_id,
                 self.context.connect,
                 log_dir,
@@ -227,9 +230,11 @@ class ScenarioRun:
             self.emit("compare.node", node_id=node_id, event="started")
 
     def coordinator_addresses(self) -> list[Address]:
-        """Where the members bootstrap: the broker, or the nodes."""
+        """Where the members bootstrap: the broker, or the nodes (their Kafka listeners for librdkafka)."""
         if self.variant.coordinator == BROKER:
             return parse_bootstrap_servers(self.context.kafka.bootstrap)
+        if self.variant.member == RDKAFKA_MEMBER:
+            return [(HOST, node.kafka_port) for node in self.nodes.values()]
         return [node.address for node in self.nodes.values()]
 
     def kill_coordinator(self) -> None:

@@ -68,6 +68,7 @@ VARIANTS = {
         Variant("static", "coordinator, static members (range, group.instance.id)", static=True),
         Variant("cooperative", "coordinator, cooperative-sticky", strategy="cooperative-sticky"),
         *_rdkafka_variants("kafka", BROKER, "Kafka's own coordinator"),
+        *_rdkafka_variants("rdkafka", ZKCOORD, "zkcoord's Kafka listener"),
     )
 }
 
