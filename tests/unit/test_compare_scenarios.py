@@ -162,3 +162,12 @@ def test_a_librdkafka_member_differs_between_targets_only_in_its_bootstrap():
     assert node["bootstrap.servers"] == "127.0.0.1:9093,127.0.0.1:9094"
     assert broker["enable.auto.offset.store"] is False  # stored after processing: commits cover processed records
     assert "group.instance.id" not in broker and config([("h", 1)], static=True)["group.instance.id"] == "m01"
+
+
+def test_librdkafka_variants_are_refused_on_the_synthetic_source(tmp_path):
+    from zkcoord.compare.runner import CompareOptions, compare_run
+
+    options = CompareOptions(out=tmp_path / "out", scenarios=["kill"], variants=["legacy", "rdkafka-static"])
+    with pytest.raises(ValueError, match="'rdkafka-static' runs librdkafka consumers, which need --source kafka"):
+        compare_run(options, say=lambda line: None)
+    assert not (tmp_path / "out").exists()
