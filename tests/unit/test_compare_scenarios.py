@@ -2,7 +2,7 @@
 
 import pytest
 
-from zkcoord.compare.member import CompareTrace
+from zkcoord.compare.member_trace import CompareTrace
 from zkcoord.compare.rdkafka_member import generation_of, rdkafka_member_config
 from zkcoord.compare.scenarios import SCENARIOS, VARIANTS, ZKCOORD, GroupView, NotApplicable, Workload, plan
 
