@@ -57,6 +57,7 @@ bench: setup
 	$(BIN)/python benchmarks/migration.py
 	$(BIN)/python benchmarks/pipeline.py
 	$(BIN)/python benchmarks/offsets_audit.py
+	$(BIN)/python benchmarks/gateway.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -1,7 +1,7 @@
 """librdkafka through a coordinator node's Kafka gateway against the same client on the broker itself.
 
 In one run: an embedded ZooKeeper, one Kafka 3.9 broker and one ``zkcoord coordinator start --kafka-port``
-process (its gateway ports front the broker, docs/coordinator.md), then:
+process (its gateway ports front the broker), then:
 
 1. preload: ``--records`` records of 100 bytes into a topic of 4 partitions, with a confluent-kafka producer
    straight to the broker;
@@ -21,9 +21,9 @@ and everything else on the machine (other sessions' processes skew the figures):
 bottleneck (its gevent hub runs on one core). The consumer sets ``fetch.queue.backoff.ms=0``: with librdkafka's
 default (1000 ms) it pauses fetching whenever its prefetch queue is full, and both routes then measure that
 pause, not the transport. Progress goes to stderr. Every process is stopped and the temporary directory (under
-the repository's var/) removed at the end. About 2 minutes on 2 cores.
+the repository's var/) removed at the end. About 1.5 minutes on 2 cores; figures in docs/coordinator.md.
 
-    python benchmarks/gateway.py [--records 1000000] [--repeats 3] [--quick]
+    python benchmarks/gateway.py [--records 1000000] [--repeats 5] [--quick]
 """
 
 from __future__ import annotations
@@ -226,6 +226,7 @@ def measure(kafka: TestKafka, node: NodeProcess, records: int, repeats: int) -> 
     produced_topic = f"{topic}-produced"
     for name in (topic, produced_topic):
         kafka.create_topic(name, PARTITIONS)
+    progress(f"node pid {node.process.pid} (Kafka listener {node.kafka_bootstrap}), broker pid {broker_pid}")
     progress(f"preloading {records:,} records into {topic} directly")
     produce(kafka.bootstrap, topic, records)
     consumed = alternate("consume", repeats, roles, lambda route: consume(bootstrap[route], topic, records))
@@ -242,7 +243,7 @@ def measure(kafka: TestKafka, node: NodeProcess, records: int, repeats: int) -> 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=1_000_000, help="records of each run (default 1000000)")
-    parser.add_argument("--repeats", type=int, default=3, help="timed runs of each route (default 3)")
+    parser.add_argument("--repeats", type=int, default=5, help="timed runs of each route (default 5)")
     parser.add_argument("--quick", action="store_true", help="50000 records, 1 timed run each (a smoke test)")
     args = parser.parse_args()
     records, repeats = (50_000, 1) if args.quick else (args.records, args.repeats)
