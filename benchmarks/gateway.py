@@ -1,7 +1,9 @@
 """librdkafka through a coordinator node's Kafka gateway against the same client on the broker itself.
 
-In one run: an embedded ZooKeeper, one Kafka 3.9 broker and one ``zkcoord coordinator start --kafka-port``
-process (its gateway ports front the broker), then:
+In one run, first the hop alone (benchmarks/gateway_hop.py: a client, a node's KafkaListener and an echo broker
+in this process): the node's CPU to forward one request with a small answer and one with a 4 MiB answer. Then
+an embedded ZooKeeper, one Kafka 3.9 broker and one ``zkcoord coordinator start --kafka-port`` process (its
+gateway ports front the broker), and:
 
 1. preload: ``--records`` records of 100 bytes into a topic of 4 partitions, with a confluent-kafka producer
    straight to the broker;
@@ -38,6 +40,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import gateway_hop
 from confluent_kafka import Consumer, Producer
 from contenders import machine
 from coordinator import CpuWindow, bench_directory
@@ -54,6 +57,7 @@ NODE_OVERRIDES = {"group.initial.rebalance.delay.ms": 0, "offsets.topic.num.part
 CONSUMER_CONFIG = {"enable.auto.commit": False, "auto.offset.reset": "earliest", "fetch.queue.backoff.ms": 0}
 PRODUCER_CONFIG = {"acks": 1, "linger.ms": 5, "queue.buffering.max.messages": 1_000_000}
 ROUND_TRIP_CONFIG = {"acks": 1, "linger.ms": 0}
+HOP_ANSWERS = ((60, 5000), (4 << 20, 50))  # (answer bytes, round trips per run): a Produce's, a large Fetch's
 ROUND_TRIPS = 2000  # per route and round: the node's CPU per request is read in 10 ms ticks
 RUN_TIMEOUT_S = 120.0
 
@@ -218,6 +222,18 @@ def report_round_trips(runs: dict[str, list[Run]]) -> float:
     return ratio
 
 
+def report_hop(repeats: int) -> None:
+    print("\nthe hop in one process: CPU per round trip of client + echo broker, through the listener and direct")
+    for answer_bytes, count in HOP_ANSWERS:
+        progress(f"   the hop: {count:,} round trips per run, {answer_bytes:,}-byte answers")
+        cost = gateway_hop.measure(answer_bytes, count, repeats)
+        rate = f" ({answer_bytes / cost.forwarding_s / 1e6:,.0f} MB/s per core)" if answer_bytes > 1 << 20 else ""
+        print(
+            f"   {answer_bytes:>9,}-byte answers: {cost.gateway_cpu_s * 1e6:8,.1f} µs through the listener, "
+            f"{cost.direct_cpu_s * 1e6:8,.1f} µs direct: forwarding costs {cost.forwarding_s * 1e6:,.1f} µs{rate}"
+        )
+
+
 def measure(kafka: TestKafka, node: NodeProcess, records: int, repeats: int) -> None:
     bootstrap = {"gateway": node.kafka_bootstrap, "direct": kafka.bootstrap}
     broker_pid = kafka.broker._process.pid  # noqa: SLF001 - the broker's JVM, for its CPU
@@ -250,7 +266,8 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so that the cleanup below runs
     with bench_directory("gateway-bench-") as root:
         print(f"Machine: {machine(('confluent-kafka', 'gevent', 'kio'))}")
-        print(f"Records: {records:,} of {RECORD_BYTES} bytes over {PARTITIONS} partitions per run", flush=True)
+        report_hop(repeats)
+        print(f"\nRecords: {records:,} of {RECORD_BYTES} bytes over {PARTITIONS} partitions per run", flush=True)
         with zookeeper_for_tests() as zookeeper, kafka_cluster(zookeeper) as kafka:
             node = kafka_node(1, kafka.zk_connect, root / "offsets", NODE_OVERRIDES, root)
             try:
