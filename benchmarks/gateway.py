@@ -236,7 +236,7 @@ def report_hop(repeats: int) -> None:
 
 def measure(kafka: TestKafka, node: NodeProcess, records: int, repeats: int) -> None:
     bootstrap = {"gateway": node.kafka_bootstrap, "direct": kafka.bootstrap}
-    broker_pid = kafka.broker._process.pid  # noqa: SLF001 - the broker's JVM, for its CPU
+    broker_pid = kafka.broker._process.pid  # the JVM, for its CPU
     roles = {"node": [node.process.pid], "broker": [broker_pid], "client": [os.getpid()]}
     topic = f"gateway-bench-{uuid.uuid4().hex[:8]}"
     produced_topic = f"{topic}-produced"
