@@ -77,7 +77,7 @@ def forwarding(answer_bytes: int) -> Iterator[dict[str, int]]:
     def unexpected(*_):
         raise AssertionError("only forwarded requests are sent here")
 
-    listener = KafkaListener(HOST, first, {first + 1: 0}, unexpected, upstream, unexpected, unexpected, 1 << 20, 16, 60)
+    listener = KafkaListener(HOST, first, {first + 1: 0}, unexpected, upstream, unexpected, 1 << 20, 16, 60)
     listener.start()
     try:
         yield {"gateway": first + 1, "direct": broker.address[1]}

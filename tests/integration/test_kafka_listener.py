@@ -14,7 +14,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from zkcoord.errors import ErrorCode
-from zkcoord.server.gateway import read_frame
+from zkcoord.server.gateway import frame_content, read_frame
 from zkcoord.testing.node_process import HOST, kafka_node
 from zkcoord.testing.zookeeper import wait_until
 from zkcoord.wire.kafka import versions
@@ -239,7 +239,7 @@ def _ask(address: tuple[str, int], frame: bytes) -> bytes:
         sock.sendall(frame)
         answer = read_frame(sock, 1 << 20)
     assert answer is not None
-    return answer
+    return frame_content(answer)
 
 
 def _api_versions(address: tuple[str, int], version: int = 3) -> dict[int, tuple[int, int]]:

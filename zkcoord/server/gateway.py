@@ -40,31 +40,38 @@ class UpstreamUnavailable(OSError):
     """No data broker could be reached (or none is registered)."""
 
 
-def read_frame(sock: socket.socket, max_bytes: int) -> bytes | None:
-    """One size-prefixed frame from ``sock`` (without its prefix); None at a clean end of stream."""
-    prefix = _read_exactly(sock, SIZE.size)
-    if prefix is None:
+def read_frame(sock: socket.socket, max_bytes: int) -> bytearray | None:
+    """One frame from ``sock`` with its 4-byte size prefix, so it can be passed on as it is (its content starts at
+    :data:`~zkcoord.wire.kafka.frames.SIZE`'s size); None at a clean end of stream. Read into one buffer: a large
+    answer is neither joined from chunks nor copied again to be forwarded."""
+    prefix = bytearray(SIZE.size)
+    if not _fill(sock, memoryview(prefix), eof_ok=True):
         return None
     (size,) = SIZE.unpack(prefix)
     if not 0 <= size <= max_bytes:
         raise ValueError(f"frame of {size} bytes (socket.request.max.bytes is {max_bytes})")
-    frame = _read_exactly(sock, size)
-    if frame is None:
-        raise ConnectionError("connection closed inside a frame")
+    frame = bytearray(SIZE.size + size)
+    frame[: SIZE.size] = prefix
+    _fill(sock, memoryview(frame)[SIZE.size :])
     return frame
 
 
-def _read_exactly(sock: socket.socket, size: int) -> bytes | None:
-    chunks, missing = [], size
-    while missing:
-        chunk = sock.recv(min(missing, 1 << 20))
-        if not chunk:
-            if missing == size:
-                return None
+def frame_content(frame: bytearray) -> memoryview:
+    """What follows a frame's size prefix, read-only (as kio's readers require), without a copy."""
+    return memoryview(frame).toreadonly()[SIZE.size :]
+
+
+def _fill(sock: socket.socket, view: memoryview, eof_ok: bool = False) -> bool:
+    """Fill ``view`` from ``sock``; False at an end of stream before the first byte when ``eof_ok``."""
+    filled = 0
+    while filled < len(view):
+        received = sock.recv_into(view[filled:])
+        if not received:
+            if eof_ok and not filled:
+                return False
             raise ConnectionError("connection closed inside a frame")
-        chunks.append(chunk)
-        missing -= len(chunk)
-    return b"".join(chunks)
+        filled += received
+    return True
 
 
 class UpstreamBrokers:
@@ -136,7 +143,7 @@ class UpstreamBrokers:
             frame = read_frame(sock, 1 << 20)
         if frame is None:
             raise OSError("upstream closed the connection")
-        _, response = read_response(API_VERSIONS, _PROBE_VERSION, frame)
+        _, response = read_response(API_VERSIONS, _PROBE_VERSION, frame_content(frame))
         return {int(each.api_key): (int(each.min_version), int(each.max_version)) for each in response.api_keys}
 
 

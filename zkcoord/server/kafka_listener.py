@@ -21,6 +21,7 @@ import collections
 import contextlib
 import logging
 import socket
+import time
 from collections.abc import Callable
 from functools import partial
 
@@ -31,12 +32,17 @@ from gevent.queue import Full, Queue
 from gevent.server import StreamServer
 
 from zkcoord.errors import ErrorCode
-from zkcoord.server.gateway import GatewayAddresses, UpstreamBrokers, UpstreamUnavailable, read_frame
+from zkcoord.server.gateway import (
+    GatewayAddresses,
+    UpstreamBrokers,
+    UpstreamUnavailable,
+    frame_content,
+    read_frame,
+)
 from zkcoord.wire import messages as m
 from zkcoord.wire.kafka import frames, groups, versions
 from zkcoord.wire.kafka.entities import build
 from zkcoord.wire.kafka.frames import (
-    SIZE,
     KafkaFrameError,
     RequestHeader,
     encode_response,
@@ -86,6 +92,7 @@ class KafkaListener:
         self.forwarded_total = 0
         self.frame_errors_total = 0
         self._connections: set[_Connection] = set()
+        self._watchdog: gevent.Greenlet | None = None
         self._servers = {None: StreamServer((host, port), partial(self._serve, None))}
         for gateway_port, broker_id in gateway_ports.items():
             self._servers[broker_id] = StreamServer((host, gateway_port), partial(self._serve, broker_id))
@@ -97,13 +104,26 @@ class KafkaListener:
     def start(self) -> None:
         for server in self._servers.values():
             server.start()
+        self._watchdog = gevent.spawn(self._drop_stuck_connections)
         log.info("kafka listener on port=%d gateway ports=%d", self.port, len(self._servers) - 1)
 
     def stop(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.kill(block=False)
         for server in self._servers.values():
             server.close()
         for connection in list(self._connections):
             connection.close()
+
+    def _drop_stuck_connections(self) -> None:
+        while True:
+            gevent.sleep(_SEND_TIMEOUT_S / 6)
+            now = time.monotonic()
+            for connection in [each for each in self._connections if each.stuck(now)]:
+                log.info(
+                    "kafka connection dropped: its peer read nothing for %ss peer=%s", _SEND_TIMEOUT_S, connection.peer
+                )
+                connection.close()
 
     def _serve(self, broker_id: int | None, sock: socket.socket, peer: tuple) -> None:
         if self.connections_open >= self.max_connections:
@@ -133,6 +153,15 @@ class _Connection:
         self.pending: collections.deque[tuple[RequestHeader, AsyncResult]] = collections.deque()
         self.greenlets: list[gevent.Greenlet] = []
         self.writer: gevent.Greenlet | None = None
+        # When a send began that has not ended (None: none), to the client and to the broker: the listener's
+        # watchdog drops a connection whose peer reads nothing for _SEND_TIMEOUT_S (a timer per send cost more).
+        self.writing_since: float | None = None
+        self.forwarding_since: float | None = None
+
+    def stuck(self, now: float) -> bool:
+        return any(
+            since is not None and now - since > _SEND_TIMEOUT_S for since in (self.writing_since, self.forwarding_since)
+        )
 
     def serve(self) -> None:
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -145,7 +174,8 @@ class _Connection:
                 if frame is None:
                     break
                 self.listener.requests_total += 1
-                self._handle(read_header(frame), frame)
+                request = frame_content(frame)
+                self._handle(read_header(request), request, frame)
         except (KafkaFrameError, ValueError) as error:
             self.listener.frame_errors_total += 1
             log.info("bad kafka frame, closing peer=%s error=%s", self.peer, error)
@@ -187,8 +217,12 @@ class _Connection:
             if not frame:  # _CLOSE
                 break
             try:
-                with gevent.Timeout(_SEND_TIMEOUT_S, ConnectionError("answers not read in time")):
-                    self.sock.sendall(frame)
+                self.writing_since = time.monotonic()
+                # One send for a whole small answer: gevent's sendall asks the socket's buffer size each call.
+                sent = self.sock.send(frame)
+                if sent < len(frame):
+                    self.sock.sendall(memoryview(frame)[sent:])
+                self.writing_since = None
             except OSError as error:
                 log.debug("kafka connection lost while writing peer=%s error=%s", self.peer, error)
                 break
@@ -197,7 +231,8 @@ class _Connection:
 
     # -- requests ----------------------------------------------------------------------------------------------
 
-    def _handle(self, header: RequestHeader, frame: bytes) -> None:
+    def _handle(self, header: RequestHeader, request: memoryview, frame: bytearray) -> None:
+        """Answer or forward one request; ``frame`` is ``request`` with its size prefix, as it is forwarded."""
         api_key = header.api_key
         if api_key == versions.API_VERSIONS:
             self._answer(self._api_versions(header))
@@ -205,15 +240,15 @@ class _Connection:
             # Never advertised; forwarding it could let an answer carry broker addresses past the rewrite.
             raise KafkaFrameError(f"api {api_key} v{header.api_version} is not known here")
         elif versions.served(api_key, header.api_version):
-            body = read_body(header, frame)
+            body = read_body(header, request)
             if api_key == versions.FIND_COORDINATOR and body.key_type == _TRANSACTION_KEY:
-                self._forward(header, frame)
+                self._forward(header, request, frame)
             else:
                 self._serve_group_request(header, body)
         elif api_key in versions.SERVED or api_key in versions.REFUSED:
-            self._refuse(header, frame)
+            self._refuse(header, request)
         else:
-            self._forward(header, frame)
+            self._forward(header, request, frame)
 
     def _api_versions(self, header: RequestHeader) -> bytes:
         low, high = versions.SERVED[versions.API_VERSIONS]
@@ -233,7 +268,7 @@ class _Connection:
         }
         return encode_response(header.correlation_id, build(response_schema(header.api_key, version), plain))
 
-    def _refuse(self, header: RequestHeader, frame: bytes) -> None:
+    def _refuse(self, header: RequestHeader, request: memoryview) -> None:
         """A version of a group API not served, or an API of a protocol zkcoord does not serve: closed, as a Kafka
         broker closes on an API it does not know. TxnOffsetCommit is answered 35 on every partition instead, so
         that an exactly-once producer fails with an error that names the request."""
@@ -241,7 +276,7 @@ class _Connection:
             "refusing api=%d v%d (not served by zkcoord) peer=%s", header.api_key, header.api_version, self.peer
         )
         if header.api_key == versions.TXN_OFFSET_COMMIT and frames.request_schema(header.api_key, header.api_version):
-            refusal = groups.txn_offset_commit_refusal(header.api_version, read_body(header, frame))
+            refusal = groups.txn_offset_commit_refusal(header.api_version, read_body(header, request))
             self._answer(self._encode(header, refusal))
             return
         raise KafkaFrameError(f"api {header.api_key} v{header.api_version} is not served here")
@@ -268,15 +303,16 @@ class _Connection:
 
     # -- forwarding -----------------------------------------------------------------------------------------------
 
-    def _forward(self, header: RequestHeader, frame: bytes) -> None:
+    def _forward(self, header: RequestHeader, request: memoryview, frame: bytearray) -> None:
         if self.upstream is None:
             self.upstream = self.listener.upstream.connect(self.broker_id)
             self.greenlets.append(gevent.spawn(self._read_upstream, self.upstream))
-        if not (header.api_key == versions.PRODUCE and produce_acks(header, frame) == 0):
+        if not (header.api_key == versions.PRODUCE and produce_acks(header, request) == 0):
             self.pending.append((header, self._slot()))
         self.listener.forwarded_total += 1
-        with gevent.Timeout(_SEND_TIMEOUT_S, UpstreamUnavailable("the broker does not read its requests")):
-            self.upstream.sendall(SIZE.pack(len(frame)) + frame)
+        self.forwarding_since = time.monotonic()
+        self.upstream.sendall(frame)
+        self.forwarding_since = None
 
     def _read_upstream(self, upstream: socket.socket) -> None:
         try:
@@ -285,10 +321,7 @@ class _Connection:
                 if frame is None or not self.pending:
                     break
                 header, slot = self.pending.popleft()
-                if header.api_key in _REWRITTEN:
-                    slot.set(self._rewritten(header, frame))
-                else:
-                    slot.set(SIZE.pack(len(frame)) + frame)
+                slot.set(self._rewritten(header, frame) if header.api_key in _REWRITTEN else frame)
         except (OSError, ValueError, KafkaFrameError) as error:
             log.info("upstream connection failed peer=%s error=%s", self.peer, error)
         # The broker went away: the client sees its connection close, as it would with the broker itself.
@@ -297,8 +330,8 @@ class _Connection:
         with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_RD)
 
-    def _rewritten(self, header: RequestHeader, frame: bytes) -> bytes:
-        correlation_id, response = read_response(header.api_key, header.api_version, frame)
+    def _rewritten(self, header: RequestHeader, frame: bytearray) -> bytes:
+        correlation_id, response = read_response(header.api_key, header.api_version, frame_content(frame))
         return encode_response(
             correlation_id, rewrite_response(header.api_key, response, self.listener.addresses.view())
         )

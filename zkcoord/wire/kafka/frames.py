@@ -10,6 +10,7 @@ Pure: imports only kio.
 
 from __future__ import annotations
 
+import functools
 import io
 import struct
 from dataclasses import dataclass
@@ -43,6 +44,7 @@ class RequestHeader:
     known: bool = False  # whether kio has this API version's schema
 
 
+@functools.cache
 def request_schema(api_key: int, api_version: int) -> type | None:
     """kio's request class for this API version, or None when kio does not know it."""
     try:
@@ -84,6 +86,7 @@ def read_body(header: RequestHeader, frame: bytes):
     return body
 
 
+@functools.cache
 def response_schema(api_key: int, api_version: int) -> type:
     return load_response_schema(api_key, api_version)
 
