@@ -36,6 +36,12 @@ def test_every_node_serves_the_same_broker_at_the_same_address_spread_over_the_n
     assert gateway_view([0], {}, 0, BASE).brokers == {}
 
 
+def test_a_node_that_does_not_answer_fronts_no_broker_but_stays_a_coordinator():
+    view = gateway_view([0, 1, 2], LISTENERS, 0, BASE, fronting={2: LISTENERS[2]})
+    assert view.brokers == {0: ("zk-b", 9193), 1: ("zk-b", 9194), 2: ("zk-b", 9195)}
+    assert set(view.coordinators) == {BASE + 1, BASE + 2}  # clients still find node 1's groups until it is gone
+
+
 def _metadata(brokers, controller_id=0):
     schema = load_response_schema(3, 12)
     return build(

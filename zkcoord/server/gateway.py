@@ -34,6 +34,8 @@ log = logging.getLogger(__name__)
 
 Address = tuple[str, int]
 _PROBE_VERSION = 3  # the first flexible ApiVersions: every 2.4+ broker answers it
+PROBE_INTERVAL_S = 1.0
+PROBE_TIMEOUT_S = 1.0
 
 
 class UpstreamUnavailable(OSError):
@@ -148,23 +150,40 @@ class UpstreamBrokers:
 
 
 class GatewayAddresses:
-    """Where Kafka clients reach brokers and coordinator nodes, from the node's cluster view and the brokers."""
+    """Where Kafka clients reach brokers and coordinator nodes, from the node's cluster view and the brokers.
 
-    def __init__(self, cluster: ZooKeeperCluster, upstream: UpstreamBrokers, config: ServerConfig):
+    A node that does not answer a probe of its Kafka listener (an ApiVersions every second) fronts no broker
+    until it answers again: a node that died or hangs keeps its ZooKeeper registration until its session
+    expires, and until then the clients whose broker it fronted would have no way to that broker.
+    """
+
+    def __init__(self, cluster: ZooKeeperCluster, upstream: UpstreamBrokers, config: ServerConfig, node_id: int):
         self._cluster = cluster
         self._upstream = upstream
         self._config = config
+        self._node_id = node_id
+        self.unresponsive: frozenset[int] = frozenset()
+        self._prober: gevent.Greenlet | None = None
+
+    def start(self) -> None:
+        self._prober = gevent.spawn(self._probe_forever)
+
+    def stop(self) -> None:
+        if self._prober is not None:
+            self._prober.kill(block=False)
 
     def view(self) -> GatewayView:
         listeners = {
             node_id: (address.host, address.port, address.gateway_port)
             for node_id, address in self._cluster.kafka_listeners().items()
         }
+        fronting = {node_id: listener for node_id, listener in listeners.items() if node_id not in self.unresponsive}
         return gateway_view(
             self._upstream.brokers,
             listeners,
             self._config.gateway_lowest_broker_id,
             self._config.gateway_coordinator_id_base,
+            fronting=fronting or listeners,
         )
 
     def coordinator(self, found: FindCoordinatorResponse) -> tuple[int, str, int] | None:
@@ -174,3 +193,27 @@ class GatewayAddresses:
         if address is None:
             return None
         return self._config.gateway_coordinator_id_base + found.node_id, address.host, address.port
+
+    def _probe_forever(self) -> None:
+        while True:
+            gevent.sleep(PROBE_INTERVAL_S)
+            others = {n: a for n, a in self._cluster.kafka_listeners().items() if n != self._node_id}
+            probes = {node_id: gevent.spawn(_answers, (a.host, a.port)) for node_id, a in others.items()}
+            gevent.joinall(list(probes.values()))
+            unresponsive = frozenset(node_id for node_id, probe in probes.items() if not probe.value)
+            for node_id in sorted(unresponsive ^ self.unresponsive):
+                state = "does not answer: its brokers move" if node_id in unresponsive else "answers again"
+                log.warning("kafka listener of node %d %s", node_id, state)
+            self.unresponsive = unresponsive
+
+
+def _answers(address: Address) -> bool:
+    """Whether a Kafka listener answers an ApiVersions within PROBE_TIMEOUT_S."""
+    from kio.schema.api_versions.v0.request import ApiVersionsRequest
+
+    try:
+        with gevent.Timeout(PROBE_TIMEOUT_S), contextlib.closing(socket.create_connection(address)) as sock:
+            sock.sendall(encode_request(0, "zkcoord-gateway-probe", ApiVersionsRequest()))
+            return read_frame(sock, 1 << 20) is not None
+    except (OSError, ValueError, gevent.Timeout):
+        return False

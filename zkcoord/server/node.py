@@ -102,6 +102,7 @@ class CoordinatorNode:
         )
         self.kafka_settings = config.server.kafka_listener(kafka_port)
         self.upstream = UpstreamBrokers(config.server.gateway_upstream_timeout_ms / 1000)
+        self.gateway = GatewayAddresses(self.cluster, self.upstream, config.server, node_id)
         self.kafka = None if self.kafka_settings is None else self._kafka_listener(self.kafka_settings)
         self.zk: KazooClient | None = None
         self._timer_wakeup = Event()
@@ -141,6 +142,7 @@ class CoordinatorNode:
         if self.kafka is not None:
             self.upstream.watch(self.zk)
             self.kafka.start()
+            self.gateway.start()
         self.cluster.registry = NodeRegistry(
             self.zk,
             server.root,
@@ -181,7 +183,7 @@ class CoordinatorNode:
             settings.gateway_ports(),
             self.dispatch,
             self.upstream,
-            GatewayAddresses(self.cluster, self.upstream, server),
+            self.gateway,
             max_request_bytes=server.socket_request_max_bytes,
             max_connections=server.max_connections,
             idle_timeout_s=server.connections_max_idle_ms / 1000,
@@ -233,6 +235,7 @@ class CoordinatorNode:
         self.runtime.enter(lambda now: self.coordinator.shutdown())
         self.server.stop(self.config.server.shutdown_timeout_ms / 1000)
         if self.kafka is not None:
+            self.gateway.stop()
             self.kafka.stop()
         # Commits answered until now are still owed to ZooKeeper: the mirror gets the same bound to catch up.
         self.mirror.stop(self.config.server.shutdown_timeout_ms / 1000)

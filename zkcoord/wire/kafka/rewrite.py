@@ -38,15 +38,18 @@ def gateway_view(
     listeners: Mapping[int, tuple[str, int, int]],
     lowest_broker_id: int,
     coordinator_id_base: int,
+    fronting: Mapping[int, tuple[str, int, int]] | None = None,
 ) -> GatewayView:
-    """The view from ``broker_ids`` and the nodes' ``listeners`` (node id → (host, port, gateway port))."""
-    nodes = sorted(listeners)
+    """The view from ``broker_ids`` and the nodes' ``listeners`` (node id → (host, port, gateway port)); brokers
+    are spread over ``fronting`` (default: every listener), coordinators are every listener."""
+    fronting = listeners if fronting is None else fronting
+    nodes = sorted(fronting)
     brokers = {}
     for index, broker_id in enumerate(sorted(broker_ids)):
         if nodes:
-            host, _, gateway_port = listeners[nodes[index % len(nodes)]]
+            host, _, gateway_port = fronting[nodes[index % len(nodes)]]
             brokers[broker_id] = (host, gateway_port + broker_id - lowest_broker_id)
-    coordinators = {coordinator_id_base + node: listeners[node][:2] for node in nodes}
+    coordinators = {coordinator_id_base + node: listener[:2] for node, listener in sorted(listeners.items())}
     return GatewayView(brokers, coordinators)
 
 
