@@ -65,6 +65,13 @@ _SEND_TIMEOUT_S = 30.0  # a peer that reads nothing for this long is dropped (th
 _CLOSE = b""  # a slot's value that closes the connection once the answers before it are written
 
 
+def _no_groups_listed(version: int):
+    """ListGroups on a gateway port: the broker it fronts coordinates none of zkcoord's groups. Admin clients ask
+    every broker Metadata names and add the answers up (kafka-python's ``list_groups`` keeps duplicates), so the
+    node's groups are listed only where Metadata names the node itself."""
+    return groups.kafka_response(versions.LIST_GROUPS, version, (), (m.ListGroupsResponse(error_code=ErrorCode.NONE),))
+
+
 class KafkaListener:
     """Kafka's protocol on ``host``: the bootstrap ``port`` and ``gateway_ports`` (port → upstream broker id);
     ``addresses`` says where brokers and coordinator nodes are reached."""
@@ -243,6 +250,8 @@ class _Connection:
             body = read_body(header, request)
             if api_key == versions.FIND_COORDINATOR and body.key_type == _TRANSACTION_KEY:
                 self._forward(header, request, frame)
+            elif api_key == versions.LIST_GROUPS and self.broker_id is not None:
+                self._answer(self._encode(header, _no_groups_listed(header.api_version)))
             else:
                 self._serve_group_request(header, body)
         elif api_key in versions.SERVED or api_key in versions.REFUSED:

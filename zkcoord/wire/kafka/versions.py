@@ -22,6 +22,7 @@ DESCRIBE_CLUSTER = 60
 PRODUCE = 0
 FETCH = 1
 TXN_OFFSET_COMMIT = 28
+LIST_GROUPS = 16
 
 # Kafka 3.9's advertised range ∩ kio's (OffsetCommit starts at v2 and OffsetFetch at v1 in kio).
 SERVED: dict[int, tuple[int, int]] = {
