@@ -43,7 +43,12 @@ BROKER = Peer("kafka-3.9.2", "org.apache.kafka:kafka_2.13:3.9.2", "a Kafka broke
 REBALANCE_VERIFIER = Peer(
     "kafka-1.1.1", "org.apache.kafka:kafka_2.11:1.1.1", "the last VerifyConsumerRebalance, the first that can pass"
 )
-PEERS = (LEGACY_CONSUMER, BROKER, REBALANCE_VERIFIER)
+TOOLS = Peer(
+    "kafka-tools-3.9.2",
+    "org.apache.kafka:kafka-tools:3.9.2",
+    "Kafka 3.9's command-line tools (kafka-consumer-groups, kafka-console-consumer)",
+)
+PEERS = (LEGACY_CONSUMER, BROKER, REBALANCE_VERIFIER, TOOLS)
 
 
 def cache_root() -> Path:
