@@ -224,6 +224,7 @@ def test_kafka_python_consumes_commits_and_administers_its_group_through_the_nod
             assert listed == [
                 {"group_id": group, "protocol_type": "consumer", "group_state": "Stable", "group_type": "classic"}
             ]
+            assert group not in {each["group_id"] for each in admin.list_groups(types_filter=["consumer"])}  # KIP-848's
 
             consumer.close()  # LeaveGroup
             wait_until(
