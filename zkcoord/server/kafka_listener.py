@@ -248,7 +248,8 @@ class _Connection:
             raise KafkaFrameError(f"api {api_key} v{header.api_version} is not known here")
         elif versions.served(api_key, header.api_version):
             body = read_body(header, request)
-            if api_key == versions.FIND_COORDINATOR and body.key_type == _TRANSACTION_KEY:
+            # FindCoordinator v0 has no key_type: it looks up group coordinators only.
+            if api_key == versions.FIND_COORDINATOR and getattr(body, "key_type", 0) == _TRANSACTION_KEY:
                 self._forward(header, request, frame)
             elif api_key == versions.LIST_GROUPS and self.broker_id is not None:
                 self._answer(self._encode(header, _no_groups_listed(header.api_version)))
