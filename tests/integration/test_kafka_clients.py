@@ -182,6 +182,42 @@ def test_kafka_consumer_groups_lists_describes_and_resets_a_group_through_the_no
     assert committed(node, group, topic) == {p: 0 for p in range(PARTITIONS)}
 
 
+def consume_everything(consumer: KafkaConsumer) -> list[str]:
+    """Every value a kafka-python consumer reads until it has as many as were produced, sorted."""
+    values = []
+
+    def consumed_everything() -> bool:
+        for records in consumer.poll(timeout_ms=100).values():
+            values.extend(record.value.decode() for record in records)
+        return len(values) >= sum(RECORDS.values())
+
+    wait_until(consumed_everything, timeout=TIMEOUT_S, what="kafka-python to consume every record")
+    return sorted(values)
+
+
+@pytest.mark.parametrize(
+    "api_version",
+    [
+        (0, 10, 0),  # FindCoordinator v0 (no key_type), JoinGroup v0 (no MEMBER_ID_REQUIRED), OffsetFetch v1
+        (2, 0),  # JoinGroup v3, SyncGroup v2, OffsetCommit v4, OffsetFetch v4
+    ],
+)
+def test_kafka_python_at_older_protocol_versions_consumes_and_commits_through_the_node(node, topic, api_version):
+    group = unique_group("python-old")
+    consumer = KafkaConsumer(
+        topic,
+        bootstrap_servers=node.kafka_bootstrap,
+        group_id=group,
+        api_version=api_version,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
+    with contextlib.closing(consumer):
+        assert consume_everything(consumer) == every_value()
+        consumer.commit()
+    assert committed(node, group, topic) == RECORDS
+
+
 def test_kafka_python_consumes_commits_and_administers_its_group_through_the_node(node, topic):
     group = unique_group("python")
     consumer = KafkaConsumer(
@@ -193,15 +229,7 @@ def test_kafka_python_consumes_commits_and_administers_its_group_through_the_nod
         enable_auto_commit=False,
     )
     with contextlib.closing(consumer):
-        values = []
-
-        def consumed_everything() -> bool:
-            for records in consumer.poll(timeout_ms=100).values():
-                values.extend(record.value.decode() for record in records)
-            return len(values) >= sum(RECORDS.values())
-
-        wait_until(consumed_everything, timeout=TIMEOUT_S, what="kafka-python to consume every record")
-        assert sorted(values) == every_value()
+        assert consume_everything(consumer) == every_value()
         consumer.commit()
         assert committed(node, group, topic) == RECORDS
 
