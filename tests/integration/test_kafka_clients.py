@@ -195,16 +195,9 @@ def consume_everything(consumer: KafkaConsumer) -> list[str]:
     return sorted(values)
 
 
-@pytest.mark.parametrize(
-    "api_version",
-    [
-        (0, 10, 0),  # FindCoordinator v0 (no key_type), JoinGroup v0 (no MEMBER_ID_REQUIRED), OffsetFetch v1
-        (2, 0),  # JoinGroup v3, SyncGroup v2, OffsetCommit v4, OffsetFetch v4
-    ],
-)
-def test_kafka_python_at_older_protocol_versions_consumes_and_commits_through_the_node(node, topic, api_version):
-    group = unique_group("python-old")
-    consumer = KafkaConsumer(
+def old_kafka_python(node, topic: str, group: str, api_version: tuple[int, ...]) -> KafkaConsumer:
+    """A kafka-python consumer held to the protocol versions of Kafka ``api_version`` (no ApiVersions check)."""
+    return KafkaConsumer(
         topic,
         bootstrap_servers=node.kafka_bootstrap,
         group_id=group,
@@ -212,10 +205,31 @@ def test_kafka_python_at_older_protocol_versions_consumes_and_commits_through_th
         auto_offset_reset="earliest",
         enable_auto_commit=False,
     )
-    with contextlib.closing(consumer):
+
+
+def test_kafka_python_at_kafka_2_0_versions_consumes_and_commits_through_the_node(node, topic):
+    group = unique_group("python-2-0")
+    with contextlib.closing(old_kafka_python(node, topic, group, (2, 0))) as consumer:
+        # JoinGroup v3, SyncGroup v2, Heartbeat v2, OffsetCommit v4, OffsetFetch v4, FindCoordinator v2, Fetch v8
         assert consume_everything(consumer) == every_value()
         consumer.commit()
     assert committed(node, group, topic) == RECORDS
+
+
+def test_kafka_python_at_kafka_0_10_versions_joins_and_commits_through_the_node(node, topic):
+    """Group APIs only: its Fetch v2 and ListOffsets v0 are older than any version the node forwards."""
+    group = unique_group("python-0-10")
+    with contextlib.closing(old_kafka_python(node, topic, group, (0, 10, 0))) as consumer:
+        # FindCoordinator v0 (no key_type), JoinGroup v0 (no MEMBER_ID_REQUIRED), SyncGroup v0, OffsetCommit v2
+        wait_until(
+            lambda: consumer.poll(timeout_ms=100) is not None and len(consumer.assignment()) == PARTITIONS,
+            timeout=TIMEOUT_S,
+            what="the 0.10 consumer to own every partition",
+        )
+        offsets = {KafkaPartition(topic, p): OffsetAndMetadata(o, "", -1) for p, o in COMMITTED.items()}
+        consumer.commit(offsets)
+        assert {p: consumer.committed(KafkaPartition(topic, p)) for p in range(PARTITIONS)} == COMMITTED  # v1
+    assert committed(node, group, topic) == COMMITTED
 
 
 def test_kafka_python_consumes_commits_and_administers_its_group_through_the_node(node, topic):
