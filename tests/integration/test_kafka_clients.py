@@ -207,29 +207,21 @@ def old_kafka_python(node, topic: str, group: str, api_version: tuple[int, ...])
     )
 
 
-def test_kafka_python_at_kafka_2_0_versions_consumes_and_commits_through_the_node(node, topic):
-    group = unique_group("python-2-0")
-    with contextlib.closing(old_kafka_python(node, topic, group, (2, 0))) as consumer:
-        # JoinGroup v3, SyncGroup v2, Heartbeat v2, OffsetCommit v4, OffsetFetch v4, FindCoordinator v2, Fetch v8
+@pytest.mark.parametrize(
+    "api_version",
+    [
+        # FindCoordinator v0 (no key_type), JoinGroup v0 (no MEMBER_ID_REQUIRED), OffsetFetch v1, and Fetch v2 and
+        # ListOffsets v0, older than kio's schemas: forwarded as they are
+        (0, 10, 0),
+        (2, 0),  # JoinGroup v3, SyncGroup v2, Heartbeat v2, OffsetCommit v4, OffsetFetch v4, Fetch v8
+    ],
+)
+def test_kafka_python_at_older_protocol_versions_consumes_and_commits_through_the_node(node, topic, api_version):
+    group = unique_group("python-old")
+    with contextlib.closing(old_kafka_python(node, topic, group, api_version)) as consumer:
         assert consume_everything(consumer) == every_value()
         consumer.commit()
     assert committed(node, group, topic) == RECORDS
-
-
-def test_kafka_python_at_kafka_0_10_versions_joins_and_commits_through_the_node(node, topic):
-    """Group APIs only: its Fetch v2 and ListOffsets v0 are older than any version the node forwards."""
-    group = unique_group("python-0-10")
-    with contextlib.closing(old_kafka_python(node, topic, group, (0, 10, 0))) as consumer:
-        # FindCoordinator v0 (no key_type), JoinGroup v0 (no MEMBER_ID_REQUIRED), SyncGroup v0, OffsetCommit v2
-        wait_until(
-            lambda: consumer.poll(timeout_ms=100) is not None and len(consumer.assignment()) == PARTITIONS,
-            timeout=TIMEOUT_S,
-            what="the 0.10 consumer to own every partition",
-        )
-        offsets = {KafkaPartition(topic, p): OffsetAndMetadata(o, "", -1) for p, o in COMMITTED.items()}
-        consumer.commit(offsets)
-        assert {p: consumer.committed(KafkaPartition(topic, p)) for p in range(PARTITIONS)} == COMMITTED  # v1
-    assert committed(node, group, topic) == COMMITTED
 
 
 def test_kafka_python_consumes_commits_and_administers_its_group_through_the_node(node, topic):
@@ -305,8 +297,11 @@ def test_confluent_admin_lists_describes_fetches_and_alters_a_group_through_the_
     fetched = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=TIMEOUT_S)
     assert {tp.partition: tp.offset for tp in fetched[group].result().topic_partitions} == COMMITTED
 
-    described = admin.describe_consumer_groups([group], request_timeout=TIMEOUT_S)[group].result()
+    described = admin.describe_consumer_groups([group], request_timeout=TIMEOUT_S, include_authorized_operations=True)[
+        group
+    ].result()
     assert (described.state, described.members) == (ConsumerGroupState.EMPTY, [])
+    assert {operation.name for operation in described.authorized_operations} == {"READ", "DELETE", "DESCRIBE"}
     altered = admin.alter_consumer_group_offsets(
         [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0, 4), TopicPartition(topic, 2, 7)])],
         request_timeout=TIMEOUT_S,

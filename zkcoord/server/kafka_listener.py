@@ -60,6 +60,7 @@ log = logging.getLogger(__name__)
 Dispatch = Callable[[m.Request, Callable[[m.Response], None]], None]
 _MAX_IN_FLIGHT = 128  # answers a connection may owe before it stops reading
 _REWRITTEN = frozenset((versions.METADATA, versions.DESCRIBE_CLUSTER, versions.FIND_COORDINATOR))
+_NEVER_FORWARDED_OLD = _REWRITTEN | versions.SERVED.keys() | versions.REFUSED
 _TRANSACTION_KEY = 1
 _SEND_TIMEOUT_S = 30.0  # a peer that reads nothing for this long is dropped (the msgpack listener's bound too)
 _CLOSE = b""  # a slot's value that closes the connection once the answers before it are written
@@ -244,8 +245,12 @@ class _Connection:
         if api_key == versions.API_VERSIONS:
             self._answer(self._api_versions(header))
         elif not header.known:
-            # Never advertised; forwarding it could let an answer carry broker addresses past the rewrite.
-            raise KafkaFrameError(f"api {api_key} v{header.api_version} is not known here")
+            if not (header.older and api_key not in _NEVER_FORWARDED_OLD):
+                # Never advertised; forwarding it could let an answer carry broker addresses past the rewrite.
+                raise KafkaFrameError(f"api {api_key} v{header.api_version} is not known here")
+            # A client that does not ask ApiVersions (0.9-era settings) sends data APIs at versions older than
+            # kio's; their answers carry no broker address, so they pass through as they are.
+            self._forward(header, request, frame)
         elif versions.served(api_key, header.api_version):
             body = read_body(header, request)
             # FindCoordinator v0 has no key_type: it looks up group coordinators only.

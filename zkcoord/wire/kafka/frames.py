@@ -24,7 +24,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.serial.readers import read_compact_string_nullable, read_int16, read_nullable_legacy_string
 from kio.static.primitive import i32
 
-from zkcoord.wire.kafka.versions import API_VERSIONS
+from zkcoord.wire.kafka.versions import API_VERSIONS, kio_versions
 
 _ROUTING = struct.Struct(">hhi")
 SIZE = struct.Struct(">i")
@@ -42,6 +42,7 @@ class RequestHeader:
     client_id: str | None = None
     body_offset: int = _ROUTING.size  # where the body starts; only known for versions kio knows
     known: bool = False  # whether kio has this API version's schema
+    older: bool = False  # a version older than kio's oldest of a known API: its header read, its body opaque
 
 
 @functools.cache
@@ -59,14 +60,17 @@ def read_header(frame: bytes) -> RequestHeader:
         raise KafkaFrameError(f"a request of {len(frame)} bytes is shorter than a request header")
     api_key, api_version, correlation_id = _ROUTING.unpack_from(frame)
     schema = request_schema(api_key, api_version)
-    if schema is None:
+    known_versions = kio_versions(api_key)
+    older = schema is None and known_versions is not None and api_version < known_versions[0]
+    if schema is None and not older:
         return RequestHeader(api_key, api_version, correlation_id)
-    header_class = RequestHeaderV2 if schema.__flexible__ else RequestHeaderV1
+    # Versions older than kio's (Kafka 4 dropped them) all predate flexible versions: request header v1.
+    header_class = RequestHeaderV2 if schema is not None and schema.__flexible__ else RequestHeaderV1
     try:
         header, size = entity_reader(header_class)(frame, 0)
     except Exception as error:  # kio raises several kinds for truncated or malformed bytes
         raise KafkaFrameError(f"malformed request header: {error}") from None
-    return RequestHeader(api_key, api_version, correlation_id, header.client_id, size, known=True)
+    return RequestHeader(api_key, api_version, correlation_id, header.client_id, size, known=not older, older=older)
 
 
 def read_body(header: RequestHeader, frame: bytes):
@@ -140,10 +144,11 @@ def read_response(api_key: int, api_version: int, frame: bytes):
 
 
 def produce_acks(header: RequestHeader, frame: bytes) -> int:
-    """The ``acks`` of a Produce request (v3+): 0 means the client expects no response."""
+    """The ``acks`` of a Produce request: 0 means the client expects no response. Before v3 it is the body's
+    first field; from v3 it follows the transactional id."""
     read_id = read_compact_string_nullable if header.api_version >= 9 else read_nullable_legacy_string
     try:
-        _, size = read_id(frame, header.body_offset)
+        size = read_id(frame, header.body_offset)[1] if header.api_version >= 3 else 0
         acks, _ = read_int16(frame, header.body_offset + size)
     except Exception as error:
         raise KafkaFrameError(f"malformed Produce request: {error}") from None

@@ -30,6 +30,8 @@ _RENAMED = {
 }
 _KAFKA_NAMES = {ours: theirs for theirs, ours in _RENAMED.items()}
 _NO_AUTHORIZED_OPERATIONS = -(2**31)  # Kafka's "not requested"
+# With no authorizer Kafka allows every operation a group supports: READ (3), DELETE (6), DESCRIBE (8).
+_GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 _BUILTIN_TYPES = (bytes,)
 
 REQUEST_TYPES: dict[int, type[m.Request]] = {
@@ -186,8 +188,9 @@ def _response_plain(api_key, version, requests, responses, coordinator_address) 
     if api_key == 13 and version < 3 and plain["error_code"] == ErrorCode.NONE and plain["members"]:
         plain["error_code"] = plain["members"][0]["error_code"]  # one member: its error is the request's
     elif api_key == 15:
+        operations = _GROUP_OPERATIONS if request.include_authorized_operations else _NO_AUTHORIZED_OPERATIONS
         for group in plain["groups"]:
-            group["authorized_operations"] = _NO_AUTHORIZED_OPERATIONS
+            group["authorized_operations"] = operations
     elif api_key == 16:
         for group in plain["groups"]:
             group["group_type"] = "classic"
