@@ -12,6 +12,7 @@ SHAPE = Shape(
     client_members=["client-0", "client-1"],
     migration_steps=4,
     session_timeout_ms=4000,
+    rdkafka_members=["rdkafka-0", "rdkafka-1"],
 )
 
 
@@ -65,3 +66,18 @@ def test_only_the_kinds_asked_for_are_drawn_and_a_run_without_steps_does_not_mig
     assert kinds == {schedule.PAUSE_NODE}
     assert all(draw_schedule(seed, shape).moves == () for seed in range(10))
     assert {f.kind for seed in range(200) for f in draw_schedule(seed, SHAPE).faults} == set(FAULT_KINDS)
+
+
+def test_member_faults_hit_every_member_kind_and_zookeeper_faults_only_what_has_a_zookeeper_link():
+    hit = {(f.kind, f.target) for seed in range(300) for f in draw_schedule(seed, SHAPE).faults}
+    members = [*SHAPE.legacy_members, *SHAPE.client_members, *SHAPE.rdkafka_members]
+    for kind in schedule.MEMBER_KINDS:
+        assert {target for k, target in hit if k == kind} == set(members)
+    zookeeper_targets = {target for kind, target in hit if kind in schedule.ZK_CLIENT_KINDS}
+    assert zookeeper_targets == {*SHAPE.nodes, *SHAPE.legacy_members}
+
+
+def test_a_campaign_without_librdkafka_members_never_targets_one():
+    without = Shape(**{**SHAPE.__dict__, "rdkafka_members": ()})
+    targets_hit = {f.target for seed in range(200) for f in draw_schedule(seed, without).faults}
+    assert not any(target.startswith("rdkafka") for target in targets_hit)
