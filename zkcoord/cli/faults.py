@@ -23,6 +23,7 @@ def cmd_faults_run(args: argparse.Namespace) -> int:
         rate=args.rate,
         handover_slack_ms=args.handover_slack_ms,
         migrate=not args.no_migration,
+        rdkafka_members=args.rdkafka_members,
     )
     stop_on_interrupt()
     try:
@@ -59,6 +60,13 @@ def register(commands) -> None:
         type=int,
         default=HANDOVER_SLACK_MS,
         help=f"overlap of two owners the checker tolerates (default {HANDOVER_SLACK_MS})",
+    )
+    run.add_argument(
+        "--rdkafka-members",
+        type=int,
+        default=2,
+        metavar="N",
+        help="librdkafka members, through the nodes' Kafka listeners to a Kafka broker (default 2; 0: none)",
     )
     run.add_argument("--no-migration", action="store_true", help="leave the legacy group's migration alone")
     run.set_defaults(func=cmd_faults_run)

@@ -2,11 +2,12 @@
 
 One run: a fresh chroot on the campaign's ZooKeeper, three coordinator nodes, a legacy group (zkcoord's 0.8.2
 members, its offsets migrating up and down the steps of ``migrations/`` by ``zkcoord migrate``) and a coordinator
-group (zkcoord's client), records flowing into both from the synthetic source. Once both groups are settled, the
-nemesis carries out the run's schedule (``zkcoord.faults.schedule``, drawn from the seed) for the window; then
-production stops, every record must be processed within the recovery timeout, the members close and the checker
-(``zkcoord.compare.history``) reads the traces. Each run appends one line to ``OUT/runs.jsonl``, so a campaign
-that stops resumes with the next seed it has not run.
+group (zkcoord's client), records flowing into both from the synthetic source, and a librdkafka group reading
+the campaign's Kafka broker through the nodes' Kafka listeners (``zkcoord.faults.data_plane``). Once the groups
+are settled, the nemesis carries out the run's schedule (``zkcoord.faults.schedule``, drawn from the seed) for
+the window; then production stops, every record must be processed within the recovery timeout, the members
+close and the checker (``zkcoord.compare.history``) reads the traces. Each run appends one line to
+``OUT/runs.jsonl``, so a campaign that stops resumes with the next seed it has not run.
 """
 
 import contextlib
@@ -28,18 +29,21 @@ from pathlib import Path
 from zkcoord.compare.history import HANDOVER_SLACK_MS, HistoryReport, check_history, summary_table
 from zkcoord.compare.member import REBALANCE_MAX_RETRIES, client_member_config, legacy_member_config
 from zkcoord.compare.processes import MemberProcess, TraceTail, poll_until
-from zkcoord.compare.production import SyntheticProduction
+from zkcoord.compare.production import KafkaProduction, SyntheticProduction
+from zkcoord.compare.rdkafka_member import rdkafka_member_config
 from zkcoord.compare.scenarios import GroupView
 from zkcoord.faults.cluster import MemberSlot, Nemesis, NodeSlot, available_kinds
+from zkcoord.faults.data_plane import campaign_broker, endpoint, register_data_plane, start_kafka_production
 from zkcoord.faults.disk import LogDisk
 from zkcoord.faults.fsync import SlowFsync
 from zkcoord.faults.schedule import FAULT_KINDS, Fault, Schedule, Shape, draw_schedule
 from zkcoord.migration.runner import ZERO, load_steps
 from zkcoord.model import TopicPartition
+from zkcoord.peers.broker import KafkaBroker
+from zkcoord.testing.kafka_broker import KafkaEndpoint
 from zkcoord.testing.node_process import HOST
 from zkcoord.testing.zookeeper import fresh_chroot
 from zkcoord.trace import JsonLinesTraceWriter, make_event
-from zkcoord.zk import admin
 from zkcoord.zk.client import started_client
 from zkcoord.zk.server import EmbeddedZooKeeper, port_to_return_to
 
@@ -47,7 +51,7 @@ log = logging.getLogger(__name__)
 
 RESULTS = "runs.jsonl"
 RUNNER = "runner.jsonl"
-LEGACY, CLIENT = "legacy", "client"
+LEGACY, CLIENT, RDKAFKA = "legacy", "client", "rdkafka"  # the group kinds, as zkcoord.compare.member knows them
 MIGRATE_TIMEOUT_S = 60.0
 
 
@@ -63,6 +67,7 @@ class CampaignOptions:
     nodes: int = 3
     legacy_members: int = 2
     client_members: int = 2
+    rdkafka_members: int = 2  # 0: no librdkafka group, and no Kafka broker
     partitions: int = 4
     rate: float = 20.0  # records/s per partition
     session_timeout_ms: int = 4000
@@ -75,6 +80,7 @@ class CampaignOptions:
             nodes=[f"node-{n}" for n in range(1, self.nodes + 1)],
             legacy_members=[f"legacy-{n}" for n in range(self.legacy_members)],
             client_members=[f"client-{n}" for n in range(self.client_members)],
+            rdkafka_members=[f"{RDKAFKA}-{n}" for n in range(self.rdkafka_members)],
             migration_steps=migration_steps if self.migrate else 0,
             session_timeout_ms=self.session_timeout_ms,
             window_ms=int(self.window_s * 1000),
@@ -85,23 +91,34 @@ class FaultRun:
     """Run ``schedule`` once under ``out`` and return the run's record (the checker's report and what went wrong)."""
 
     def __init__(
-        self, options: CampaignOptions, zookeeper: EmbeddedZooKeeper, shape: Shape, schedule: Schedule, campaign: str
+        self,
+        options: CampaignOptions,
+        zookeeper: EmbeddedZooKeeper,
+        shape: Shape,
+        schedule: Schedule,
+        campaign: str,
+        kafka: KafkaEndpoint | None = None,
     ):
         self.options = options
         self.shape = shape
         self.zookeeper = zookeeper
+        self.kafka = kafka  # the campaign's broker, when it runs a librdkafka group
         self.schedule = schedule
         self.out = options.out / "runs" / f"seed-{schedule.seed}"
         self.tags = {"run": campaign, "scenario": f"seed-{schedule.seed}", "variant": "faults"}
-        self.groups = {LEGACY: f"faults.{LEGACY}", CLIENT: f"faults.{CLIENT}"}
+        kinds = (LEGACY, CLIENT) + ((RDKAFKA,) if shape.rdkafka_members else ())
+        self.groups = {kind: f"faults.{kind}" for kind in kinds}
         self.topics = {kind: f"{kind}.0" for kind in self.groups}
+        if RDKAFKA in self.groups:  # the broker outlives the run: its topic must be the seed's own
+            self.topics[RDKAFKA] = f"{RDKAFKA}.seed-{schedule.seed}"
         self.views = {kind: GroupView({self.topics[kind]: options.partitions}, kind == LEGACY) for kind in self.groups}
         self.nodes: dict[str, NodeSlot] = {}
         self.members: dict[str, MemberSlot] = {}
         self.starts: dict[str, int] = {}
         self.problems: list[str] = []  # what went wrong besides the checker's violations
         self.migrations: list[dict] = []
-        self.production: SyntheticProduction | None = None
+        self.production: SyntheticProduction | None = None  # the legacy and client groups' records
+        self.kafka_production: KafkaProduction | None = None  # the librdkafka group's
         self.disk: LogDisk | None = None
         self.direct_connect = self.chroot = ""  # the run's chroot on ZooKeeper, set when it starts
         self._writer: JsonLinesTraceWriter | None = None
@@ -144,7 +161,10 @@ class FaultRun:
         slot = self.members[name]
         count = self.starts[name] = self.starts.get(name, 0) + 1
         group, session_ms = self.groups[slot.kind], self.options.session_timeout_ms
-        if slot.kind == LEGACY:
+        if slot.kind == RDKAFKA:
+            bootstrap = [(HOST, node.kafka_port) for node in self.nodes.values()]
+            config = rdkafka_member_config(group, bootstrap, name, "range", False, session_ms, 1000, 1000)
+        elif slot.kind == LEGACY:
             # Kafka's rule for 0.8.2: rebalance.max.retries * rebalance.backoff.ms > zookeeper.session.timeout.ms,
             # else a member gives up while a dead member's session has yet to expire, and owns nothing until the
             # next change (the campaign's faults leave no next change).
@@ -161,7 +181,7 @@ class FaultRun:
             "instance": f"{name}#{count}",
             "group": group,
             "topics": [self.topics[slot.kind]],
-            "source": self.production.spec,
+            "source": (self.kafka_production if slot.kind == RDKAFKA else self.production).spec,
             "cost_ms": 1.0,
             "trace": str(self.trace_dir / f"{name}#{count}.jsonl"),
             "config": config,
@@ -198,11 +218,28 @@ class FaultRun:
         report = check_history(events, self.options.handover_slack_ms)
         record.update(
             report=report.to_json(),
+            groups=self._group_figures(events),
             problems=self.problems,
             migrations=self.migrations,
             duration_s=round(time.monotonic() - started, 1),
         )
         return record
+
+    def _group_figures(self, events: list[dict]) -> dict[str, dict]:
+        """Each group's own check (its members' events, its topic's production, the runner's faults), so a run
+        shows that every kind of member committed, and where a violation was."""
+        figures = {}
+        for kind, group in self.groups.items():
+            topic = self.topics[kind]
+            own = [e for e in events if e.get("group") in ("", group) and e.get("topic", topic) == topic]
+            report = check_history(own, self.options.handover_slack_ms)
+            figures[kind] = {
+                "violations": len(report.violations),
+                "acknowledged_commits": report.acknowledged_commits,
+                "duplicates": report.duplicates,
+                "missed": report.missed,
+            }
+        return figures
 
     def _run(self, say: Callable[[str], None]) -> None:
         self._start_processes()
@@ -230,10 +267,14 @@ class FaultRun:
         base = self.zookeeper.connect_string
         self.direct_connect = fresh_chroot(base, f"faults-{self.schedule.seed}")
         self.chroot = self.direct_connect[len(base) :]
-        with started_client(self.direct_connect) as client:
-            admin.register_broker(client, 0, "localhost", 9092, timestamp_ms=1, persistent=True)
+        register_data_plane(self.direct_connect, self.kafka)
         self.production = SyntheticProduction(options.rate, _Context(self.direct_connect))
-        self.production.create_topics({topic: options.partitions for topic in self.topics.values()})
+        self.production.create_topics({self.topics[kind]: options.partitions for kind in (LEGACY, CLIENT)})
+        if RDKAFKA in self.groups:
+            topic = self.topics[RDKAFKA]
+            self.kafka_production = start_kafka_production(
+                self.kafka, self.direct_connect, topic, options.partitions, options.rate
+            )
         overrides = {
             "offsets.topic.num.partitions": 6,
             "zookeeper.session.timeout.ms": options.session_timeout_ms,
@@ -249,7 +290,8 @@ class FaultRun:
             self.start_node(slot)
         for slot in self.nodes.values():
             slot.process.wait_serving()
-        for kind, names in ((LEGACY, shape.legacy_members), (CLIENT, shape.client_members)):
+        members = ((LEGACY, shape.legacy_members), (CLIENT, shape.client_members), (RDKAFKA, shape.rdkafka_members))
+        for kind, names in members:
             for name in names:
                 self.members[name] = MemberSlot(name, kind, zk_address)
                 self.start_member(name)
@@ -267,8 +309,7 @@ class FaultRun:
         )
         say(f"  seed {self.schedule.seed}: every partition served again {took:.1f} s after the window")
         self.emit("compare.phase", phase="drain")
-        partitions = [TopicPartition(t, p) for t in self.topics.values() for p in range(options.partitions)]
-        ends = {(tp.topic, tp.partition): end for tp, end in self.production.stop(partitions).items()}
+        ends = self._stop_production()
         for (topic, partition), end in ends.items():
             self.emit("compare.produced", topic=topic, partition=partition, end_offset=end)
         took = self.wait_for(
@@ -281,6 +322,17 @@ class FaultRun:
             options.recovery_timeout_s,
         )
         say(f"  seed {self.schedule.seed}: all {sum(ends.values())} records processed {took:.1f} s into the drain")
+
+    def _stop_production(self) -> dict[tuple[str, int], int]:
+        """Stop producing; each partition's end offset, every record below it produced."""
+        sources = [(self.production, (LEGACY, CLIENT))]
+        if self.kafka_production is not None:
+            sources.append((self.kafka_production, (RDKAFKA,)))
+        ends = {}
+        for production, kinds in sources:
+            partitions = [TopicPartition(self.topics[k], p) for k in kinds for p in range(self.options.partitions)]
+            ends.update({(tp.topic, tp.partition): end for tp, end in production.stop(partitions).items()})
+        return ends
 
     def _unserved(self, marks: dict[str, dict]) -> list[tuple[str, int]]:
         """Partitions whose processing has not moved past ``marks`` (per group kind, as ``processed_up_to``)."""
@@ -373,8 +425,9 @@ class FaultRun:
         if self.disk is not None:
             self.disk.heal(None)
             self.disk.__exit__(None, None, None)
-        if self.production is not None:
-            self.production.close()
+        for production in (self.production, self.kafka_production):
+            if production is not None:
+                production.close()
 
 
 class _Context:
@@ -450,19 +503,26 @@ def run_campaign(options: CampaignOptions, say: Callable[[str], None] = print) -
         tick_time_ms=200,
         max_session_timeout_ms=60_000,
     )
+    broker: KafkaBroker | None = None
     try:
         zookeeper.start()
+        if options.rdkafka_members and not done >= set(seeds):
+            broker = campaign_broker(zookeeper.connect_string, options.out / "kafka")
+            broker.start()
+        kafka = endpoint(broker) if broker is not None else None
         for number, seed in enumerate(seeds, 1):
             if seed in done:
                 continue
             schedule = draw_schedule(seed, shape, kinds)
             say(f"run {number}/{len(seeds)} seed {seed}: " + ", ".join(f"{f.kind}@{f.target}" for f in schedule.faults))
-            record = FaultRun(options, zookeeper, shape, schedule, campaign).run(say)
+            record = FaultRun(options, zookeeper, shape, schedule, campaign, kafka).run(say)
             say("  " + describe(record))
             with open(options.out / RESULTS, "a") as results:
                 results.write(json.dumps(record, sort_keys=True) + "\n")
     finally:
         with _signals_held():
+            if broker is not None:
+                broker.stop()  # before its ZooKeeper, or its controlled shutdown waits for it in vain
             zookeeper.stop()
         shutil.rmtree(scratch, ignore_errors=True)
     records = [record for record in read_results(options.out) if record["seed"] in seeds]
@@ -478,6 +538,9 @@ def describe(record: dict) -> str:
         f"{verdict} in {record['duration_s']:.0f} s: violations {len(report.violations)} ({kinds}), "
         f"acknowledged commits {report.acknowledged_commits} (lost {report.lost}), duplicates {report.duplicates}"
     )
+    groups = record.get("groups", {})  # absent from the records of campaigns before the per-group figures
+    if groups:
+        line += "; commits by group: " + ", ".join(f"{k} {g['acknowledged_commits']}" for k, g in groups.items())
     extra = ([record["detail"]] if record["detail"] else []) + record["problems"]
     return line + "".join(f"\n    {problem}" for problem in extra)
 

@@ -20,13 +20,17 @@ from zkcoord.faults.fsync import SlowFsync
 from zkcoord.faults.proxy import LoopbackProxy
 from zkcoord.faults.schedule import Fault
 from zkcoord.testing.node_process import HOST, NodeProcess
-from zkcoord.zk.server import EmbeddedZooKeeper, port_to_return_to
+from zkcoord.zk.server import EmbeddedZooKeeper, free_port_block, port_to_return_to
 
 log = logging.getLogger(__name__)
 
 
 class NodeSlot:
-    """One coordinator node id: its proxies and fsync shim outlive the processes that fill the slot."""
+    """One coordinator node id: its proxies, fsync shim and ports outlive the processes that fill the slot.
+
+    Every node serves Kafka's protocol too, on a Kafka port and one gateway port (for broker 0, the run's only
+    broker) fixed for the slot, so a restarted node comes back where librdkafka members last found it.
+    """
 
     def __init__(
         self, node_id: int, zk_address: tuple[str, int], chroot: str, log_dir: Path, workdir: Path, overrides: dict
@@ -36,8 +40,9 @@ class NodeSlot:
         self.name = f"node-{node_id}"
         self.chroot = chroot
         self.workdir = workdir
-        self.overrides = overrides
         self.port = port_to_return_to(HOST)  # fixed, so a restarted node sits behind the same client proxy
+        self.kafka_port = free_port_block(HOST, 2)
+        self.overrides = {**overrides, "zkcoord.gateway.port.range": f"{self.kafka_port + 1}-{self.kafka_port + 1}"}
         self.zk_proxy = LoopbackProxy(zk_address, f"{self.name}->zookeeper").start()
         self.client_proxy = LoopbackProxy((HOST, self.port), f"clients->{self.name}").start()
         self.fsync = SlowFsync(workdir / f"{self.name}.fsync-delay")
@@ -53,6 +58,7 @@ class NodeSlot:
             log_level="INFO",
             port=self.port,
             advertised_port=self.client_proxy.port,
+            kafka_port=self.kafka_port,
             env=self.fsync.env(),
         )
         return self.process
