@@ -1,13 +1,30 @@
-"""A sample of the fault campaign (``make soak`` runs 200): real nodes, members, ZooKeeper and a nemesis, each run
-proven safe by the history checker from its traces alone."""
+"""A sample of the fault campaign (``make soak`` runs 200): real nodes, members, ZooKeeper, a Kafka broker behind
+the nodes' Kafka listeners and a nemesis, each run proven safe by the history checker from its traces alone."""
+
+import pytest
 
 from zkcoord.compare.history import HistoryReport
+from zkcoord.faults import schedule
 from zkcoord.faults.campaign import RESULTS, CampaignOptions, describe, failed, run_campaign
+from zkcoord.faults.schedule import draw_schedule
+from zkcoord.migration.runner import load_steps
 
 SAMPLE_SEEDS = 5
 WINDOW_S = 10.0
 
 
+def test_the_sample_kills_and_pauses_librdkafka_members_too():
+    shape = CampaignOptions(out=None, window_s=WINDOW_S).shape(len(load_steps()))
+    hit = {
+        (fault.kind, fault.target)
+        for seed in range(1, SAMPLE_SEEDS + 1)
+        for fault in draw_schedule(seed, shape).faults
+        if fault.target in shape.rdkafka_members
+    }
+    assert {kind for kind, _ in hit} == schedule.MEMBER_KINDS
+
+
+@pytest.mark.timeout(420)  # five runs of about 25 s and two campaigns' Kafka broker starts; every wait is bounded
 def test_a_sample_of_seeded_fault_runs_breaks_no_rule_and_the_campaign_resumes(tmp_path):
     said: list[str] = []
     first = run_campaign(CampaignOptions(out=tmp_path, runs=2, window_s=WINDOW_S), said.append)
@@ -22,5 +39,6 @@ def test_a_sample_of_seeded_fault_runs_breaks_no_rule_and_the_campaign_resumes(t
         assert not record["problems"], describe(record)
         report = HistoryReport.from_json(record["report"])
         assert sum(report.faults_injected.values()) >= 1
-        assert report.acknowledged_commits > 0
         assert all(ms is not None for ms in report.recovery_ms.values()), describe(record)
+        assert set(record["groups"]) == {"legacy", "client", "rdkafka"}
+        assert all(group["acknowledged_commits"] > 0 for group in record["groups"].values()), describe(record)

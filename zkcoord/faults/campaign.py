@@ -488,6 +488,8 @@ def run_campaign(options: CampaignOptions, say: Callable[[str], None] = print) -
     unknown = sorted(set(options.kinds) - set(FAULT_KINDS))
     if unknown:
         raise ValueError(f"unknown fault kinds {', '.join(unknown)}; kinds are: {', '.join(FAULT_KINDS)}")
+    if options.rdkafka_members < 0:
+        raise ValueError(f"--rdkafka-members {options.rdkafka_members}: a count of members, 0 for none")
     options.out.mkdir(parents=True, exist_ok=True)
     seeds = range(options.first_seed, options.first_seed + options.runs)
     done = {record["seed"] for record in read_results(options.out)}
