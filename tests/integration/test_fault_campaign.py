@@ -13,8 +13,8 @@ SAMPLE_SEEDS = 5
 WINDOW_S = 10.0
 
 
-def test_the_sample_kills_and_pauses_librdkafka_members_too():
-    shape = CampaignOptions(out=None, window_s=WINDOW_S).shape(len(load_steps()))
+def test_the_sample_kills_and_pauses_librdkafka_members_too(tmp_path):
+    shape = CampaignOptions(out=tmp_path, window_s=WINDOW_S).shape(len(load_steps()))
     hit = {
         (fault.kind, fault.target)
         for seed in range(1, SAMPLE_SEEDS + 1)
