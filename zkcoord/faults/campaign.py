@@ -33,7 +33,13 @@ from zkcoord.compare.production import KafkaProduction, SyntheticProduction
 from zkcoord.compare.rdkafka_member import rdkafka_member_config
 from zkcoord.compare.scenarios import GroupView
 from zkcoord.faults.cluster import MemberSlot, Nemesis, NodeSlot, available_kinds
-from zkcoord.faults.data_plane import campaign_broker, endpoint, register_data_plane, start_kafka_production
+from zkcoord.faults.data_plane import (
+    campaign_broker,
+    create_run_topic,
+    endpoint,
+    kafka_production,
+    register_data_plane,
+)
 from zkcoord.faults.disk import LogDisk
 from zkcoord.faults.fsync import SlowFsync
 from zkcoord.faults.schedule import FAULT_KINDS, Fault, Schedule, Shape, draw_schedule
@@ -272,9 +278,9 @@ class FaultRun:
         self.production.create_topics({self.topics[kind]: options.partitions for kind in (LEGACY, CLIENT)})
         if RDKAFKA in self.groups:
             topic = self.topics[RDKAFKA]
-            self.kafka_production = start_kafka_production(
-                self.kafka, self.direct_connect, topic, options.partitions, options.rate
-            )
+            self.kafka_production = kafka_production(self.kafka, options.rate)
+            create_run_topic(self.kafka_production, self.direct_connect, topic, options.partitions)
+            self.kafka_production.start([topic])
         overrides = {
             "offsets.topic.num.partitions": 6,
             "zookeeper.session.timeout.ms": options.session_timeout_ms,

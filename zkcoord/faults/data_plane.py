@@ -45,14 +45,13 @@ def register_data_plane(run_connect: str, kafka: KafkaEndpoint | None) -> None:
         admin.register_broker(client, BROKER_ID, host, port, timestamp_ms=1, persistent=True)
 
 
-def start_kafka_production(
-    kafka: KafkaEndpoint, run_connect: str, topic: str, partitions: int, rate: float
-) -> KafkaProduction:
-    """Create ``topic`` on the broker and in the run's chroot, then produce ``rate`` records a second into each
-    of its partitions until the production stops."""
-    production = KafkaProduction(f"kafka:bootstrap={kafka.bootstrap}", rate, kafka)
+def kafka_production(kafka: KafkaEndpoint, rate: float) -> KafkaProduction:
+    """Records into the broker at ``rate`` a second per partition, once started on a run's topic."""
+    return KafkaProduction(f"kafka:bootstrap={kafka.bootstrap}", rate, kafka)
+
+
+def create_run_topic(production: KafkaProduction, run_connect: str, topic: str, partitions: int) -> None:
+    """``topic`` on the broker (Kafka's admin API), and in the run's chroot where the nodes look topics up."""
     production.create_topics({topic: partitions})
     with started_client(run_connect) as client:
         admin.create_topic(client, topic, partitions)
-    production.start([topic])
-    return production
