@@ -149,6 +149,36 @@ def test_a_reader_starting_below_an_acknowledged_commit_lost_it():
     assert lost.partition == T0 and "b#1 started at 6 below the acknowledged 10" in lost.detail
 
 
+def test_an_instance_that_sets_its_own_commit_back_loses_nothing():
+    """librdkafka retries an auto-commit refused with NOT_COORDINATOR after the newer commit of its revocation."""
+    events = [
+        assigned("a#1", 1000, ["t", 0]),
+        processed("a#1", 1100, 0, 14),
+        committed("a#1", 1300, 15),
+        committed("a#1", 1350, 10),
+        assigned("a#1", 2000),
+        assigned("b#1", 2100, ["t", 0]),
+        processed("b#1", 2200, 10, 19),
+        produced(2400, 20),
+    ]
+    report = check_history(events)
+    assert report.violations == [] and report.duplicates == 5
+
+
+def test_another_instance_setting_a_commit_back_does_not_excuse_the_next_reader():
+    events = [
+        assigned("a#1", 1000, ["t", 0]),
+        processed("a#1", 1100, 0, 14),
+        committed("a#1", 1300, 15),
+        committed("z#1", 1350, 10),
+        assigned("a#1", 2000),
+        assigned("b#1", 2100, ["t", 0]),
+        processed("b#1", 2200, 10, 19),
+        produced(2400, 20),
+    ]
+    assert kinds(check_history(events)) == [("lost-commit", T0)]
+
+
 def test_a_failed_commit_is_not_acknowledged():
     events = [
         e | {"error": "NotCoordinator"}

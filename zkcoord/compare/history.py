@@ -180,18 +180,23 @@ def _check_acknowledged_commits(
     ordered: Sequence[dict], processed: dict[Ownership, list[dict]], slack_ms: int, report: HistoryReport
 ) -> None:
     """A reader's first offset on a partition is at least every offset acknowledged before its ownership began
-    (more than the slack before: within it, the order of two processes' stamps is unknown)."""
-    acknowledged: dict[TopicPartition, list[tuple[int, int]]] = {}
+    (more than the slack before: within it, the order of two processes' stamps is unknown). Of one instance's
+    commits only its last acknowledged one counts: a client may set its own offset back (librdkafka retries an
+    auto-commit refused with NOT_COORDINATOR after the newer commit of its revocation), which re-reads records and
+    loses none."""
+    acknowledged: dict[TopicPartition, list[tuple[int, str, int]]] = {}
     for event in ordered:
         if event["type"] == "compare.committed" and event["error"] is None:
             report.acknowledged_commits += 1
             for topic, partition, offset in event["offsets"]:
-                acknowledged.setdefault(TopicPartition(topic, partition), []).append((event["time_ms"], offset))
+                entry = (event["time_ms"], event["instance"], offset)
+                acknowledged.setdefault(TopicPartition(topic, partition), []).append(entry)
     for ownership, reads in processed.items():
         if not reads:
             continue
         before = ownership.start_ms - slack_ms
-        highest = max((o for t, o in acknowledged.get(ownership.partition, []) if t < before), default=None)
+        last_by_instance = {i: o for t, i, o in acknowledged.get(ownership.partition, []) if t < before}
+        highest = max(last_by_instance.values(), default=None)
         start = reads[0]["first_offset"]
         if highest is not None and start < highest:
             report.lost += 1
