@@ -31,7 +31,7 @@ from zkcoord.compare.member import REBALANCE_MAX_RETRIES, client_member_config, 
 from zkcoord.compare.processes import MemberProcess, TraceTail, poll_until
 from zkcoord.compare.production import KafkaProduction, SyntheticProduction
 from zkcoord.compare.rdkafka_member import rdkafka_member_config
-from zkcoord.compare.scenarios import GroupView
+from zkcoord.compare.scenarios import CLIENT_MEMBER, LEGACY_MEMBER, RDKAFKA_MEMBER, GroupView
 from zkcoord.faults.cluster import MemberSlot, Nemesis, NodeSlot, available_kinds
 from zkcoord.faults.data_plane import (
     campaign_broker,
@@ -57,7 +57,7 @@ log = logging.getLogger(__name__)
 
 RESULTS = "runs.jsonl"
 RUNNER = "runner.jsonl"
-LEGACY, CLIENT, RDKAFKA = "legacy", "client", "rdkafka"  # the group kinds, as zkcoord.compare.member knows them
+LEGACY, CLIENT, RDKAFKA = LEGACY_MEMBER, CLIENT_MEMBER, RDKAFKA_MEMBER  # the group kinds: one per member kind
 MIGRATE_TIMEOUT_S = 60.0
 
 
