@@ -10,18 +10,16 @@ close and the checker (``zkcoord.compare.history``) reads the traces. Each run a
 ``OUT/runs.jsonl``, so a campaign that stops resumes with the next seed it has not run.
 """
 
-import contextlib
 import json
 import logging
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +40,7 @@ from zkcoord.faults.data_plane import (
 )
 from zkcoord.faults.disk import LogDisk
 from zkcoord.faults.fsync import SlowFsync
+from zkcoord.faults.interrupts import signals_held
 from zkcoord.faults.schedule import FAULT_KINDS, Fault, Schedule, Shape, draw_schedule
 from zkcoord.migration.runner import ZERO, load_steps
 from zkcoord.model import TopicPartition
@@ -212,7 +211,7 @@ class FaultRun:
             log.debug("run %d failed", self.schedule.seed, exc_info=True)
             record.update(status="failed", detail=f"{type(error).__name__}: {error}")
         finally:
-            with _signals_held():
+            with signals_held():
                 self._stop()
             self._writer.close()
         events = [
@@ -448,42 +447,6 @@ class _Context:
         return started_client(self.connect)
 
 
-class _Interrupts:
-    """Whether cleanup is under way, and whether a signal came meanwhile (signals run in the main thread)."""
-
-    holding = 0
-    pending = False
-
-
-def stop_on_interrupt() -> None:
-    """Make Ctrl-C and SIGTERM stop the run under way (as KeyboardInterrupt), never in the middle of its cleanup;
-    later signals are ignored, so the cleanup they started finishes."""
-
-    def interrupt(signum, frame) -> None:
-        for each in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(each, signal.SIG_IGN)
-        if _Interrupts.holding:
-            _Interrupts.pending = True
-        else:
-            raise KeyboardInterrupt
-
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, interrupt)
-
-
-@contextlib.contextmanager
-def _signals_held() -> Iterator[None]:
-    """A signal that comes during the block takes effect after it: cleanup cut short leaves processes running."""
-    _Interrupts.holding += 1
-    try:
-        yield
-    finally:
-        _Interrupts.holding -= 1
-        if not _Interrupts.holding and _Interrupts.pending:
-            _Interrupts.pending = False
-            raise KeyboardInterrupt
-
-
 def read_results(out: Path) -> list[dict]:
     path = out / RESULTS
     return [json.loads(line) for line in path.open()] if path.exists() else []
@@ -528,7 +491,7 @@ def run_campaign(options: CampaignOptions, say: Callable[[str], None] = print) -
             with open(options.out / RESULTS, "a") as results:
                 results.write(json.dumps(record, sort_keys=True) + "\n")
     finally:
-        with _signals_held():
+        with signals_held():
             if broker is not None:
                 broker.stop()  # before its ZooKeeper, or its controlled shutdown waits for it in vain
             zookeeper.stop()

@@ -1,0 +1,45 @@
+"""Ctrl-C and SIGTERM during a fault campaign: they stop the run under way, never in the middle of its cleanup.
+
+Signals run in the main thread; the campaign holds them around every cleanup, so one that comes meanwhile takes
+effect after it and no process is left running.
+"""
+
+import contextlib
+import signal
+from collections.abc import Iterator
+
+
+class _Interrupts:
+    """Whether cleanup is under way, and whether a signal came meanwhile (signals run in the main thread)."""
+
+    holding = 0
+    pending = False
+
+
+def stop_on_interrupt() -> None:
+    """Make Ctrl-C and SIGTERM stop the run under way (as KeyboardInterrupt), never in the middle of its cleanup;
+    later signals are ignored, so the cleanup they started finishes."""
+
+    def interrupt(signum, frame) -> None:
+        for each in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(each, signal.SIG_IGN)
+        if _Interrupts.holding:
+            _Interrupts.pending = True
+        else:
+            raise KeyboardInterrupt
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, interrupt)
+
+
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """A signal that comes during the block takes effect after it: cleanup cut short leaves processes running."""
+    _Interrupts.holding += 1
+    try:
+        yield
+    finally:
+        _Interrupts.holding -= 1
+        if not _Interrupts.holding and _Interrupts.pending:
+            _Interrupts.pending = False
+            raise KeyboardInterrupt
