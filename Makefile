@@ -58,6 +58,7 @@ bench: setup
 	$(BIN)/python benchmarks/pipeline.py
 	$(BIN)/python benchmarks/offsets_audit.py
 	$(BIN)/python benchmarks/gateway.py
+	$(BIN)/python benchmarks/gateway_failover.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -56,6 +56,9 @@ class ServerConfig:
     gateway_coordinator_id_base: int = kafka_field(
         "zkcoord.gateway.coordinator.id.base", 1_000_000_000, "Kafka node id of coordinator node 0 (not a broker's)"
     )
+    gateway_probe_interval_ms: int = kafka_field(
+        "zkcoord.gateway.probe.interval.ms", 1000, "probe the other nodes' Kafka listeners this often (0: never)"
+    )
     gateway_upstream_timeout_ms: int = kafka_field(
         "zkcoord.gateway.upstream.timeout.ms", 5000, "connecting to an upstream broker gives up after this"
     )

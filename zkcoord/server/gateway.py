@@ -34,7 +34,6 @@ log = logging.getLogger(__name__)
 
 Address = tuple[str, int]
 _PROBE_VERSION = 3  # the first flexible ApiVersions: every 2.4+ broker answers it
-PROBE_INTERVAL_S = 1.0
 PROBE_TIMEOUT_S = 1.0
 
 
@@ -152,9 +151,10 @@ class UpstreamBrokers:
 class GatewayAddresses:
     """Where Kafka clients reach brokers and coordinator nodes, from the node's cluster view and the brokers.
 
-    A node that does not answer a probe of its Kafka listener (an ApiVersions every second) fronts no broker
-    until it answers again: a node that died or hangs keeps its ZooKeeper registration until its session
-    expires, and until then the clients whose broker it fronted would have no way to that broker.
+    A node that does not answer a probe of its Kafka listener (an ApiVersions each
+    ``zkcoord.gateway.probe.interval.ms``) fronts no broker until it answers again: a node that died or hangs
+    keeps its ZooKeeper registration until its session expires, and until then the clients whose broker it
+    fronted would have no way to that broker.
     """
 
     def __init__(self, cluster: ZooKeeperCluster, upstream: UpstreamBrokers, config: ServerConfig, node_id: int):
@@ -166,7 +166,8 @@ class GatewayAddresses:
         self._prober: gevent.Greenlet | None = None
 
     def start(self) -> None:
-        self._prober = gevent.spawn(self._probe_forever)
+        if self._config.gateway_probe_interval_ms > 0:
+            self._prober = gevent.spawn(self._probe_forever, self._config.gateway_probe_interval_ms / 1000)
 
     def stop(self) -> None:
         if self._prober is not None:
@@ -194,9 +195,9 @@ class GatewayAddresses:
             return None
         return self._config.gateway_coordinator_id_base + found.node_id, address.host, address.port
 
-    def _probe_forever(self) -> None:
+    def _probe_forever(self, interval_s: float) -> None:
         while True:
-            gevent.sleep(PROBE_INTERVAL_S)
+            gevent.sleep(interval_s)
             others = {n: a for n, a in self._cluster.kafka_listeners().items() if n != self._node_id}
             probes = {node_id: gevent.spawn(_answers, (a.host, a.port)) for node_id, a in others.items()}
             gevent.joinall(list(probes.values()))
