@@ -160,3 +160,27 @@ def test_every_offset_fetch_response_version_carries_the_offsets(version, topics
             }
             for t in group_topics
         ] == expected
+
+
+@pytest.mark.parametrize(("api_key", "version"), SERVED_REQUESTS)
+@settings(max_examples=5, deadline=None)
+@given(data=st.data())
+def test_every_served_version_can_refuse_a_request_whole(api_key, version, data):
+    """The answer to a request the core refused whole (42 for an id too long, -1 for a server fault) has the
+    request's shape at every version and carries the code, so no client is left without an answer."""
+    request = data.draw(_entity(request_schema(api_key, version)))
+    typed = groups.core_requests(api_key, version, request, "client", "/127.0.0.1")
+    refusal = groups.refused_response(api_key, version, typed, 42)
+    codes = _error_codes(to_plain(entity_reader(type(refusal))(_encoded(refusal), 0)[0]))
+    assert set(codes) <= {42}  # every error place holds the code (an OffsetCommit of no topic has none)
+    if "error_code" in {field.name for field in dataclasses.fields(refusal)}:
+        assert codes  # the request-level code, at least
+
+
+def _error_codes(plain: object) -> list[int]:
+    if isinstance(plain, dict):
+        own = [plain["error_code"]] if "error_code" in plain else []
+        return own + [code for value in plain.values() for code in _error_codes(value)]
+    if isinstance(plain, list):
+        return [code for item in plain for code in _error_codes(item)]
+    return []

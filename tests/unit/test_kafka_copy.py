@@ -60,7 +60,7 @@ def test_up_then_down_brings_back_what_was_committed_on_kafka():
     kafka = applied({}, plan_copy(log, {}).writes)
     kafka[("t", 0)] = 40  # the team's consumers on Kafka moved on
     back = plan_copy(kafka, log)
-    assert back.writes == {("t", 0): 40} and back.done is False
+    assert back.writes == {("t", 0): 40} and back.ahead == ()
     assert applied(log, back.writes) == {("t", 0): 40, ("t", 1): 11}
 
 

@@ -13,7 +13,7 @@ from zkcoord.wire.kafka.entities import build, to_plain
 from zkcoord.wire.kafka.rewrite import gateway_view, rewrite_response
 
 BASE = 1_000_000_000
-LISTENERS = {1: ("zk-a", 9192, 9193), 2: ("zk-b", 9192, 9193)}
+LISTENERS = {1: ("zk-a", 9192, 9193, 8), 2: ("zk-b", 9192, 9193, 8)}
 
 
 def test_advertised_versions_serve_groups_cap_addressed_data_apis_and_drop_refused_ones():
@@ -33,6 +33,10 @@ def test_every_node_serves_the_same_broker_at_the_same_address_spread_over_the_n
     assert view.coordinators == {BASE + 1: ("zk-a", 9192), BASE + 2: ("zk-b", 9192)}
     shifted = gateway_view([1001, 1002], LISTENERS, lowest_broker_id=1001, coordinator_id_base=BASE)
     assert shifted.brokers == {1001: ("zk-a", 9193), 1002: ("zk-b", 9194)}
+    # ids outside the range have no port: left out, never given another port (the bootstrap's, one past the range)
+    assert gateway_view([0, 1, 9, 1001], LISTENERS, lowest_broker_id=1, coordinator_id_base=BASE).brokers == {
+        1: ("zk-b", 9193)
+    }
     assert gateway_view([0], {}, 0, BASE).brokers == {}
 
 
@@ -127,8 +131,52 @@ def test_the_kafka_listener_takes_kafkas_listener_properties():
         ({"zkcoord.gateway.port.range": "9000"}, 9192, "START-END"),
         ({"zkcoord.gateway.port.range": "9010-9000"}, 9192, "START-END"),
         ({}, 0, "must be given"),
+        ({"listeners": "PLAINTEXT://a:9092,PLAINTEXT://b:9093"}, None, "one listener"),
+        ({"listeners": "PLAINTEXT://a:65532"}, None, "past port 65535"),
+        ({"zkcoord.gateway.port.range": "9090-9095"}, 9092, "holds the Kafka port"),
     ],
 )
 def test_misspelt_listener_settings_are_refused_by_name(properties, kafka_port, message):
     with pytest.raises(ConfigError, match=message):
         node_config(properties).server.kafka_listener(kafka_port)
+
+
+def _any_version(api_key: int, version: int, broker_ids: list[int]):
+    """A response of ``api_key`` at ``version`` naming ``broker_ids`` at their own (upstream) addresses."""
+    brokers = [
+        {"node_id": b, "broker_id": b, "host": "10.0.0.9", "port": 9092 + b, "rack": None, "is_fenced": False}
+        for b in broker_ids
+    ]
+    found = {"node_id": broker_ids[0], "host": "10.0.0.9", "port": 9092, "error_code": 0, "error_message": None}
+    plain = {
+        "throttle_time": 0,
+        "error_code": 0,
+        "error_message": None,
+        "brokers": brokers,
+        "cluster_id": "c",
+        "controller_id": broker_ids[0],
+        "topics": [],
+        "cluster_authorized_operations": -(2**31),
+        "endpoint_type": 1,
+        **found,
+        "coordinators": [{"key": "tx", **found}],
+    }
+    return build(load_response_schema(api_key, version), plain)
+
+
+@pytest.mark.parametrize(
+    ("api_key", "version"),
+    [
+        (api_key, v)
+        for api_key in (3, 10, 60)
+        for v in range(*[f(versions.kio_versions(api_key)) for f in (lambda r: r[0], lambda r: r[1] + 1)])
+    ],
+)
+def test_every_version_of_every_rewritten_answer_goes_through_the_gateway(api_key, version):
+    view = gateway_view([0, 1], LISTENERS, 0, BASE)
+    plain = to_plain(rewrite_response(api_key, _any_version(api_key, version, [0, 1]), view))
+    addresses = [(b["host"], b["port"]) for b in plain.get("brokers", [])]
+    addresses += [(c["host"], c["port"]) for c in plain.get("coordinators", [])]
+    if "host" in plain:
+        addresses.append((plain["host"], plain["port"]))
+    assert addresses and all(host in ("zk-a", "zk-b") for host, _ in addresses), addresses

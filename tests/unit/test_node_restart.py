@@ -42,6 +42,20 @@ def test_registration_carries_the_identity_and_older_readers_still_read_it():
         layout.decode_coordinator_node_identity(PATH, b'{"version":1,"host":"h","port":1,"identity":5}')
 
 
+def test_registration_carries_the_kafka_listener_and_older_readers_still_read_it():
+    kafka = layout.KafkaListenerAddress("zk-a", 9192, 9193, 8)
+    data = layout.encode_coordinator_node("h", 9092, "abc", kafka)
+    assert layout.decode_coordinator_node(PATH, data) == ("h", 9092)
+    assert layout.decode_coordinator_node_kafka(PATH, data) == kafka
+    assert layout.decode_coordinator_node_kafka(PATH, layout.encode_coordinator_node("h", 1)) is None
+    with pytest.raises(ZnodeDecodeError, match="kafka ports"):
+        layout.decode_coordinator_node_kafka(
+            PATH,
+            b'{"version":1,"host":"h","port":1,"kafka_host":"k","kafka_port":70000,"kafka_gateway_port":1,'
+            b'"kafka_gateway_ports":8}',
+        )
+
+
 def test_the_identity_is_kept_across_restarts_and_differs_between_directories(tmp_path):
     (tmp_path / "a").mkdir()
     first = NodeIdentity(tmp_path / "a", 1)

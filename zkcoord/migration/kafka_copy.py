@@ -70,10 +70,6 @@ class CopyPlan:
     rewinds: tuple[Partition, ...]  # writes that lower the destination's offset (only when asked to rewind)
     ahead: tuple[Partition, ...]  # the destination is ahead and was left alone: the copy is refused
 
-    @property
-    def done(self) -> bool:
-        return not self.writes and not self.ahead
-
 
 def plan_copy(source: Mapping[Partition, int], destination: Mapping[Partition, int], rewind: bool = False) -> CopyPlan:
     """The partitions to write so that ``destination`` holds ``source``'s offsets, never lowering one unless

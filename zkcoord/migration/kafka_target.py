@@ -12,7 +12,7 @@ import logging
 import time
 from dataclasses import dataclass
 
-from zkcoord.migration.kafka_copy import INACTIVE_GROUP_STATES, Partition
+from zkcoord.migration.kafka_copy import Partition
 from zkcoord.migration.phases import MigrationError
 
 log = logging.getLogger(__name__)
@@ -33,10 +33,6 @@ class KafkaGroup:
 
     state: str
     members: tuple[str, ...] = ()
-
-    @property
-    def inactive(self) -> bool:
-        return self.state in INACTIVE_GROUP_STATES
 
 
 class KafkaTarget:

@@ -89,6 +89,10 @@ class ServerConfig:
             first, last = port + 1, port + 8
         else:
             raise ConfigError("zkcoord.gateway.port.range must be given when the Kafka port is 0 (any free port)")
+        if last > 65535:
+            raise ConfigError(f"zkcoord.gateway.port.range: {first}-{last} goes past port 65535; give a range")
+        if first <= port <= last:
+            raise ConfigError(f"zkcoord.gateway.port.range: {first}-{last} holds the Kafka port {port}")
         return KafkaListenerSettings(host, port, advertised, first, last, self.gateway_lowest_broker_id)
 
     def per_ip_overrides(self) -> dict[str, int]:
@@ -123,6 +127,8 @@ class KafkaListenerSettings:
 
 def _plaintext_listener(name: str, value: str) -> tuple[str, int]:
     """``(host, port)`` of a ``PLAINTEXT://host:port`` listener; ConfigError for anything else."""
+    if "," in value:
+        raise ConfigError(f"{name}: one listener is served, got {value!r}")
     protocol, _, address = value.strip().partition("://")
     if protocol.upper() != "PLAINTEXT":
         raise ConfigError(f"{name}: only PLAINTEXT://host:port is served, got {value!r}")

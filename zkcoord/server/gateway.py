@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import struct
+import time
 
 import gevent
 from gevent import socket
@@ -82,6 +83,7 @@ class UpstreamBrokers:
         self.upstream_timeout_s = upstream_timeout_s
         self.brokers: dict[int, Address] = {}
         self._versions: dict[int, tuple[int, int]] | None = None
+        self._retry_versions_at = 0.0
         self._client: KazooClient | None = None
 
     def watch(self, client: KazooClient) -> None:
@@ -126,13 +128,17 @@ class UpstreamBrokers:
         raise UpstreamUnavailable(f"no reachable broker among {candidates} ({self.brokers})")
 
     def api_versions(self) -> dict[int, tuple[int, int]]:
-        """The API versions the brokers advertise (asked once, of the first that answers); {} if none answers."""
+        """The API versions the brokers advertise (asked once, of the first that answers); UpstreamUnavailable
+        while none answers (asked again at most once a second), so that no client takes a table without data
+        APIs for the life of its connection."""
         if self._versions is None:
+            if time.monotonic() < self._retry_versions_at:
+                raise UpstreamUnavailable("no broker answered ApiVersions in the last second")
             try:
                 self._versions = self._ask_versions()
             except (OSError, ValueError, struct.error) as error:
-                log.warning("upstream ApiVersions failed, advertising group APIs only error=%s", error)
-                return {}
+                self._retry_versions_at = time.monotonic() + 1.0
+                raise UpstreamUnavailable(f"no broker answered ApiVersions: {error}") from None
         return self._versions
 
     def _ask_versions(self) -> dict[int, tuple[int, int]]:
@@ -163,6 +169,7 @@ class GatewayAddresses:
         self._config = config
         self._node_id = node_id
         self.unresponsive: frozenset[int] = frozenset()
+        self._unserved: list[int] = []  # broker ids no gateway port serves, as last logged
         self._prober: gevent.Greenlet | None = None
 
     def start(self) -> None:
@@ -175,17 +182,27 @@ class GatewayAddresses:
 
     def view(self) -> GatewayView:
         listeners = {
-            node_id: (address.host, address.port, address.gateway_port)
+            node_id: (address.host, address.port, address.gateway_port, address.gateway_ports)
             for node_id, address in self._cluster.kafka_listeners().items()
         }
         fronting = {node_id: listener for node_id, listener in listeners.items() if node_id not in self.unresponsive}
-        return gateway_view(
+        view = gateway_view(
             self._upstream.brokers,
             listeners,
             self._config.gateway_lowest_broker_id,
             self._config.gateway_coordinator_id_base,
             fronting=fronting or listeners,
         )
+        unserved = sorted(set(self._upstream.brokers) - set(view.brokers)) if listeners else []
+        if unserved != self._unserved:
+            self._unserved = unserved
+            if unserved:
+                log.error(
+                    "brokers %s have no gateway port: zkcoord.gateway.lowest.broker.id and zkcoord.gateway.port.range "
+                    "must cover every broker id; Metadata leaves them out",
+                    unserved,
+                )
+        return view
 
     def coordinator(self, found: FindCoordinatorResponse) -> tuple[int, str, int] | None:
         """A FindCoordinator answer of the core as ``(node id, host, port)`` on Kafka's protocol, or None when

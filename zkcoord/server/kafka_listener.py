@@ -61,7 +61,7 @@ Dispatch = Callable[[m.Request, Callable[[m.Response], None]], None]
 _MAX_IN_FLIGHT = 128  # answers a connection may owe before it stops reading
 _REWRITTEN = frozenset((versions.METADATA, versions.DESCRIBE_CLUSTER, versions.FIND_COORDINATOR))
 _NEVER_FORWARDED_OLD = _REWRITTEN | versions.SERVED.keys() | versions.REFUSED
-_TRANSACTION_KEY = 1
+_GROUP_KEY, _TRANSACTION_KEY = 0, 1
 _SEND_TIMEOUT_S = 30.0  # a peer that reads nothing for this long is dropped (the msgpack listener's bound too)
 _CLOSE = b""  # a slot's value that closes the connection once the answers before it are written
 
@@ -254,8 +254,13 @@ class _Connection:
         elif versions.served(api_key, header.api_version):
             body = read_body(header, request)
             # FindCoordinator v0 has no key_type: it looks up group coordinators only.
-            if api_key == versions.FIND_COORDINATOR and getattr(body, "key_type", 0) == _TRANSACTION_KEY:
+            key_type = getattr(body, "key_type", _GROUP_KEY) if api_key == versions.FIND_COORDINATOR else _GROUP_KEY
+            if key_type == _TRANSACTION_KEY:
                 self._forward(header, request, frame)
+            elif key_type != _GROUP_KEY:  # share groups (v6's key type 2) are not served, nor unknown types
+                requests = groups.core_requests(api_key, header.api_version, body)
+                refusal = groups.refused_response(api_key, header.api_version, requests, ErrorCode.INVALID_REQUEST)
+                self._answer(self._encode(header, refusal))
             elif api_key == versions.LIST_GROUPS and self.broker_id is not None:
                 self._answer(self._encode(header, _no_groups_listed(header.api_version)))
             else:
@@ -297,14 +302,12 @@ class _Connection:
         raise KafkaFrameError(f"api {header.api_key} v{header.api_version} is not served here")
 
     def _serve_group_request(self, header: RequestHeader, body) -> None:
-        slot = self._slot()
         api_key, version = header.api_key, header.api_version
         try:
             requests = groups.core_requests(api_key, version, body, header.client_id, self.client_host)
-        except msgspec.ValidationError as error:
-            log.info("refusing api=%d v%d peer=%s: %s", api_key, version, self.peer, error)
-            slot.set(self._encode(header, groups.refused_response(api_key, version, (), ErrorCode.INVALID_REQUEST)))
-            return
+        except msgspec.ValidationError as error:  # kio decoded it, so a value beyond Kafka's own types
+            raise KafkaFrameError(f"api {api_key} v{version}: {error}") from None
+        slot = self._slot()
         problems = [id_length_problem(request, header.client_id) for request in requests]
         if any(problems):
             log.info("refusing api=%d v%d peer=%s: %s", api_key, version, self.peer, next(filter(None, problems)))
@@ -333,17 +336,29 @@ class _Connection:
         try:
             while True:
                 frame = read_frame(upstream, 2**31 - 1)
-                if frame is None or not self.pending:
-                    break
+                if frame is None and not self.pending:
+                    # The broker closed an idle connection (its connections.max.idle.ms): the next request that
+                    # must be forwarded opens another; the client's connection is none of its business.
+                    self._upstream_gone(upstream)
+                    return
+                if frame is None:
+                    raise ConnectionError("the broker closed the connection with answers owed")
                 header, slot = self.pending.popleft()
                 slot.set(self._rewritten(header, frame) if header.api_key in _REWRITTEN else frame)
-        except (OSError, ValueError, KafkaFrameError) as error:
+        except Exception as error:  # an answer that cannot be read or rewritten must not leave the client waiting
             log.info("upstream connection failed peer=%s error=%s", self.peer, error)
-        # The broker went away: the client sees its connection close, as it would with the broker itself.
+        # The answers owed are lost: the client sees its connection close, as it would with the broker itself.
+        self._upstream_gone(upstream)
         while self.pending:
             self.pending.popleft()[1].set(_CLOSE)
         with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_RD)
+
+    def _upstream_gone(self, upstream: socket.socket) -> None:
+        if self.upstream is upstream:
+            self.upstream = None
+        with contextlib.suppress(OSError):
+            upstream.close()
 
     def _rewritten(self, header: RequestHeader, frame: bytearray) -> bytes:
         correlation_id, response = read_response(header.api_key, header.api_version, frame_content(frame))

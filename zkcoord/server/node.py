@@ -195,7 +195,8 @@ class CoordinatorNode:
             return None
         settings = self.kafka_settings
         host, port = settings.advertised or (self.advertised_host, self.kafka.port)
-        return layout.KafkaListenerAddress(host, port, settings.gateway_first_port)
+        count = settings.gateway_last_port - settings.gateway_first_port + 1
+        return layout.KafkaListenerAddress(host, port, settings.gateway_first_port, count)
 
     @property
     def kafka_port(self) -> int | None:

@@ -482,6 +482,7 @@ class KafkaListenerAddress:
     host: str
     port: int
     gateway_port: int
+    gateway_ports: int  # how many: broker ids lowest .. lowest + gateway_ports - 1 are served
 
 
 def encode_coordinator_node(
@@ -493,7 +494,12 @@ def encode_coordinator_node(
     if identity is not None:
         fields["identity"] = identity
     if kafka is not None:
-        fields.update(kafka_host=kafka.host, kafka_port=kafka.port, kafka_gateway_port=kafka.gateway_port)
+        fields.update(
+            kafka_host=kafka.host,
+            kafka_port=kafka.port,
+            kafka_gateway_port=kafka.gateway_port,
+            kafka_gateway_ports=kafka.gateway_ports,
+        )
     return _encode_compact(fields)
 
 
@@ -502,12 +508,13 @@ def decode_coordinator_node_kafka(path: str, data: bytes | None) -> KafkaListene
     obj = _decode_object(path, data, {})
     if "kafka_port" not in obj:
         return None
-    fields = {name: obj.get(name) for name in ("kafka_host", "kafka_port", "kafka_gateway_port")}
+    names = ("kafka_host", "kafka_port", "kafka_gateway_port", "kafka_gateway_ports")
+    fields = {name: obj.get(name) for name in names}
     if not isinstance(fields["kafka_host"], str) or not all(
-        type(fields[name]) is int and 0 < fields[name] <= 65535 for name in ("kafka_port", "kafka_gateway_port")
+        type(fields[name]) is int and 0 < fields[name] <= 65535 for name in names[1:]
     ):
         raise ZnodeDecodeError(path, "kafka_host must be a string and kafka ports within 1..65535", data)
-    return KafkaListenerAddress(fields["kafka_host"], fields["kafka_port"], fields["kafka_gateway_port"])
+    return KafkaListenerAddress(*(fields[name] for name in names))
 
 
 def decode_coordinator_node(path: str, data: bytes | None) -> tuple[str, int]:

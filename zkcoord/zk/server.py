@@ -93,7 +93,10 @@ def port_to_return_to(host: str) -> int:
 
     While such a server is down its clients keep reconnecting, and a connection to a port in the ephemeral range
     can be given that very port as its own (a TCP self-connect), which the server then cannot bind again."""
-    return free_port_block(host, 1)
+    try:
+        return free_port_block(host, 1)
+    except OSError:  # nothing free below the ephemeral range: any free port, with the self-connect risk
+        return free_port(host)
 
 
 def free_port_block(host: str, count: int) -> int:

@@ -67,8 +67,3 @@ def build(cls: type, plain: typing.Mapping[str, object]):
         if name in plain:
             values[name] = _convert(hint, plain[name])
     return cls(**values)
-
-
-def fields_of(cls: type) -> frozenset[str]:
-    """The field names of entity ``cls``."""
-    return frozenset(_hints(cls))

@@ -244,6 +244,8 @@ def _refused(api_key: int, request: m.Request, code: int) -> dict:
         "groups": [],
         "assignment": b"",
         "generation_id": -1,
+        "protocol_type": None,
+        "protocol_name": None,
         "leader": "",
         "member_id": "",
     }

@@ -9,7 +9,7 @@ Every node answers alike: upstream broker ``b`` (the ``i``-th in id order) is se
 with a Kafka listener, at that node's gateway port for ``b``. So clients that ask different nodes see one
 address per broker, and the brokers' traffic spreads over the nodes.
 
-Pure: imports only zkcoord.wire.kafka.
+Pure: imports only zkcoord.wire.kafka and zkcoord.errors.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
+from zkcoord.errors import ErrorCode
 from zkcoord.wire.kafka.entities import build, to_plain
 
 Address = tuple[str, int]
@@ -33,22 +34,27 @@ class GatewayView:
         return self.brokers.get(broker_id)
 
 
+Listener = tuple[str, int, int, int]  # host, Kafka port, first gateway port, gateway ports
+
+
 def gateway_view(
     broker_ids: Collection[int],
-    listeners: Mapping[int, tuple[str, int, int]],
+    listeners: Mapping[int, Listener],
     lowest_broker_id: int,
     coordinator_id_base: int,
-    fronting: Mapping[int, tuple[str, int, int]] | None = None,
+    fronting: Mapping[int, Listener] | None = None,
 ) -> GatewayView:
-    """The view from ``broker_ids`` and the nodes' ``listeners`` (node id → (host, port, gateway port)); brokers
-    are spread over ``fronting`` (default: every listener), coordinators are every listener."""
+    """The view from ``broker_ids`` and the nodes' ``listeners`` (node id → (host, port, first gateway port,
+    gateway ports)); brokers are spread over ``fronting`` (default: every listener), coordinators are every
+    listener. A broker whose id has no port in its node's range is left out (:func:`unserved_brokers`)."""
     fronting = listeners if fronting is None else fronting
     nodes = sorted(fronting)
     brokers = {}
     for index, broker_id in enumerate(sorted(broker_ids)):
         if nodes:
-            host, _, gateway_port = fronting[nodes[index % len(nodes)]]
-            brokers[broker_id] = (host, gateway_port + broker_id - lowest_broker_id)
+            host, _, gateway_port, count = fronting[nodes[index % len(nodes)]]
+            if 0 <= broker_id - lowest_broker_id < count:
+                brokers[broker_id] = (host, gateway_port + broker_id - lowest_broker_id)
     coordinators = {coordinator_id_base + node: listener[:2] for node, listener in sorted(listeners.items())}
     return GatewayView(brokers, coordinators)
 
@@ -62,7 +68,7 @@ def _with_coordinators(listed: list[dict], view: GatewayView, id_field: str) -> 
     known = {broker[id_field] for broker in rewritten}
     for node_id, (host, port) in sorted(view.coordinators.items()):
         if node_id not in known:
-            rewritten.append({id_field: node_id, "host": host, "port": port, "rack": None})
+            rewritten.append({id_field: node_id, "host": host, "port": port, "rack": None, "is_fenced": False})
     return rewritten
 
 
@@ -85,6 +91,8 @@ def rewrite_response(api_key: int, response, view: GatewayView):
 
 def _coordinator(answer: dict, view: GatewayView) -> dict:
     address = view.broker(answer["node_id"])
-    if address is None:
+    if answer["error_code"]:
         return answer
+    if address is None:  # a broker no gateway port serves: its own address would lead the client past the gateway
+        return {**answer, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "node_id": -1, "host": "", "port": -1}
     return {**answer, "host": address[0], "port": address[1]}

@@ -48,8 +48,10 @@ REFUSED = frozenset(
     if name == "txn_offset_commit" or "share" in name or name.startswith(("consumer_group_", "streams_group_"))
 )
 
-# Produce v10+ and Fetch v16+ may carry NodeEndpoints (broker addresses) in their answers.
-FORWARD_CAPS = {PRODUCE: 9, FETCH: 15}
+# Produce v10+ and Fetch v16+ may carry NodeEndpoints (broker addresses) in their answers, DescribeQuorum v2+ its
+# voters' endpoints.
+DESCRIBE_QUORUM = 55
+FORWARD_CAPS = {PRODUCE: 9, FETCH: 15, DESCRIBE_QUORUM: 1}
 
 
 def kio_versions(api_key: int) -> tuple[int, int] | None:
