@@ -106,8 +106,9 @@ def test_a_member_resumed_after_its_session_hands_out_no_record_of_a_partition_t
             lambda: None if owned_now(read_events(traces["other"])) == {0, 1} else "not yet",
             SETTLE_SECONDS,
         )
-        members["paused"].resume()
+        # Stamped before SIGCONT: the resumed member may report its lost partitions before this process runs again.
         resumed_ms = int(time.time() * 1000)
+        members["paused"].resume()
         poll_until(
             "the resumed member owning a partition again",
             lambda: None if any(t > resumed_ms and p for t, p in assignments(read_events(traces["paused"]))) else "no",
