@@ -58,6 +58,15 @@ def read_frame(sock: socket.socket, max_bytes: int) -> bytearray | None:
     return frame
 
 
+def exchange(sock: socket.socket, client_id: str, request) -> bytearray:
+    """Send ``request`` (a kio request entity) and read its answer's frame; ConnectionError if none comes."""
+    sock.sendall(encode_request(0, client_id, request))
+    frame = read_frame(sock, 1 << 20)
+    if frame is None:
+        raise ConnectionError("the connection closed without an answer")
+    return frame
+
+
 def frame_content(frame: bytearray) -> memoryview:
     """What follows a frame's size prefix, read-only (as kio's readers require), without a copy."""
     return memoryview(frame).toreadonly()[SIZE.size :]
@@ -146,10 +155,7 @@ class UpstreamBrokers:
 
         request = ApiVersionsRequest(client_software_name="zkcoord-gateway", client_software_version="1")
         with contextlib.closing(self.connect(None)) as sock, gevent.Timeout(self.upstream_timeout_s, OSError):
-            sock.sendall(encode_request(0, "zkcoord-gateway", request))
-            frame = read_frame(sock, 1 << 20)
-        if frame is None:
-            raise OSError("upstream closed the connection")
+            frame = exchange(sock, "zkcoord-gateway", request)
         _, response = read_response(API_VERSIONS, _PROBE_VERSION, frame_content(frame))
         return {int(each.api_key): (int(each.min_version), int(each.max_version)) for each in response.api_keys}
 
@@ -231,7 +237,7 @@ def _answers(address: Address) -> bool:
 
     try:
         with gevent.Timeout(PROBE_TIMEOUT_S), contextlib.closing(socket.create_connection(address)) as sock:
-            sock.sendall(encode_request(0, "zkcoord-gateway-probe", ApiVersionsRequest()))
-            return read_frame(sock, 1 << 20) is not None
+            exchange(sock, "zkcoord-gateway-probe", ApiVersionsRequest())
+            return True
     except (OSError, ValueError, gevent.Timeout):
         return False

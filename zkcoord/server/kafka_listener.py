@@ -40,7 +40,7 @@ from zkcoord.server.gateway import (
     read_frame,
 )
 from zkcoord.wire import messages as m
-from zkcoord.wire.kafka import frames, groups, versions
+from zkcoord.wire.kafka import groups, versions
 from zkcoord.wire.kafka.entities import build
 from zkcoord.wire.kafka.frames import (
     KafkaFrameError,
@@ -295,7 +295,7 @@ class _Connection:
         log.warning(
             "refusing api=%d v%d (not served by zkcoord) peer=%s", header.api_key, header.api_version, self.peer
         )
-        if header.api_key == versions.TXN_OFFSET_COMMIT and frames.request_schema(header.api_key, header.api_version):
+        if header.api_key == versions.TXN_OFFSET_COMMIT:  # a version kio knows: _handle closed on the others
             refusal = groups.txn_offset_commit_refusal(header.api_version, read_body(header, request))
             self._answer(self._encode(header, refusal))
             return

@@ -133,13 +133,12 @@ class ClusterWatch:
 
     def _read_node(self, path: str) -> None:
         node_id = int(path.rsplit("/", 1)[1])
+        self.kafka_listeners.pop(node_id, None)  # set again below if the registration names one
         try:
             data, stat = self.client.get(path, watch=self._on_watch)
         except NoNodeError:
             self.nodes.pop(node_id, None)  # the list's watch says so too
-            self.kafka_listeners.pop(node_id, None)
             return
-        self.kafka_listeners.pop(node_id, None)
         try:
             self.nodes[node_id] = layout.decode_coordinator_node(path, data)
             kafka = layout.decode_coordinator_node_kafka(path, data)

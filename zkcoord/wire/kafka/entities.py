@@ -37,7 +37,8 @@ def to_plain(value: object) -> object:
 
 @functools.cache
 def _hints(cls: type) -> dict[str, object]:
-    return {field.name: typing.get_type_hints(cls)[field.name] for field in dataclasses.fields(cls)}
+    hints = typing.get_type_hints(cls)
+    return {field.name: hints[field.name] for field in dataclasses.fields(cls)}
 
 
 def _convert(hint: object, value: object) -> object:

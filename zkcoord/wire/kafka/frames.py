@@ -40,7 +40,7 @@ class RequestHeader:
     api_version: int
     correlation_id: int
     client_id: str | None = None
-    body_offset: int = _ROUTING.size  # where the body starts; only known for versions kio knows
+    body_offset: int = _ROUTING.size  # where the body starts; known for versions kio knows and older ones
     known: bool = False  # whether kio has this API version's schema
     older: bool = False  # a version older than kio's oldest of a known API: its header read, its body opaque
 
@@ -95,46 +95,45 @@ def response_schema(api_key: int, api_version: int) -> type:
     return load_response_schema(api_key, api_version)
 
 
-def encode_response(correlation_id: int, response) -> bytes:
-    """The size-prefixed frame of ``response`` (a kio response entity) answering ``correlation_id``."""
+def _response_header_class(api_key: int, flexible: bool) -> type:
     # ApiVersions answers with header v0 at every version: a client reads it before it knows what is flexible.
-    flexible = response.__flexible__ and response.__api_key__ != API_VERSIONS
+    return ResponseHeaderV1 if flexible and api_key != API_VERSIONS else ResponseHeaderV0
+
+
+def _framed(header, entity) -> bytes:
+    """``header`` then ``entity`` (kio entities) behind their 4-byte size."""
     buffer = io.BytesIO()
     buffer.write(b"\0\0\0\0")
-    if flexible:
-        entity_writer(ResponseHeaderV1)(buffer, ResponseHeaderV1(correlation_id=i32(correlation_id)))
-    else:
-        entity_writer(ResponseHeaderV0)(buffer, ResponseHeaderV0(correlation_id=i32(correlation_id)))
-    entity_writer(type(response))(buffer, response)
+    entity_writer(type(header))(buffer, header)
+    entity_writer(type(entity))(buffer, entity)
     frame = buffer.getbuffer()
     SIZE.pack_into(frame, 0, len(frame) - SIZE.size)
     return bytes(frame)
+
+
+def encode_response(correlation_id: int, response) -> bytes:
+    """The size-prefixed frame of ``response`` (a kio response entity) answering ``correlation_id``."""
+    header_class = _response_header_class(response.__api_key__, response.__flexible__)
+    return _framed(header_class(correlation_id=i32(correlation_id)), response)
 
 
 def encode_request(correlation_id: int, client_id: str | None, request) -> bytes:
     """The size-prefixed frame of ``request`` (a kio request entity): what a client sends (tests, the gateway's
     own upstream requests)."""
     header_class = RequestHeaderV2 if request.__flexible__ else RequestHeaderV1
-    buffer = io.BytesIO()
-    buffer.write(b"\0\0\0\0")
     header = header_class(
         request_api_key=request.__api_key__,
         request_api_version=request.__version__,
         correlation_id=i32(correlation_id),
         client_id=client_id,
     )
-    entity_writer(header_class)(buffer, header)
-    entity_writer(type(request))(buffer, request)
-    frame = buffer.getbuffer()
-    SIZE.pack_into(frame, 0, len(frame) - SIZE.size)
-    return bytes(frame)
+    return _framed(header, request)
 
 
 def read_response(api_key: int, api_version: int, frame: bytes):
     """``(correlation_id, entity)`` of a response frame to a request of this API version."""
     schema = response_schema(api_key, api_version)
-    flexible = schema.__flexible__ and api_key != API_VERSIONS
-    header_class = ResponseHeaderV1 if flexible else ResponseHeaderV0
+    header_class = _response_header_class(api_key, schema.__flexible__)
     try:
         header, offset = entity_reader(header_class)(frame, 0)
         body, _ = entity_reader(schema)(frame, offset)

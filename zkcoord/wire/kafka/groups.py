@@ -136,7 +136,9 @@ def _offset_fetch_topics(response: m.Response, request: m.OffsetFetchRequest, ve
     ]
 
 
-def _partition_errors(request: m.OffsetCommitRequest | m.OffsetDeleteRequest, code: int) -> list[dict]:
+def _partition_errors(request, code: int) -> list[dict]:
+    """``code`` on every partition of ``request``'s topics (a typed OffsetCommit or OffsetDelete, or a kio
+    TxnOffsetCommit: the same field names)."""
     return [
         {
             "name": topic.name,
@@ -260,14 +262,5 @@ def refused_response(api_key: int, version: int, requests: Sequence[m.Request], 
 def txn_offset_commit_refusal(version: int, body):
     """TxnOffsetCommit answered 35 UNSUPPORTED_VERSION on every partition: zkcoord's log keeps no transactional
     offsets, and an exactly-once producer must fail rather than believe its offsets were committed."""
-    topics = [
-        {
-            "name": topic["name"],
-            "partitions": [
-                {"partition_index": p["partition_index"], "error_code": ErrorCode.UNSUPPORTED_VERSION}
-                for p in topic["partitions"]
-            ],
-        }
-        for topic in to_plain(body)["topics"]
-    ]
+    topics = _partition_errors(body, ErrorCode.UNSUPPORTED_VERSION)
     return build(response_schema(28, version), {"throttle_time": 0, "topics": topics})
