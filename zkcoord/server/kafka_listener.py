@@ -52,15 +52,14 @@ from zkcoord.wire.kafka.frames import (
     read_response,
     response_schema,
 )
-from zkcoord.wire.kafka.rewrite import rewrite_response
+from zkcoord.wire.kafka.rewrite import REWRITTEN, rewrite_response
 from zkcoord.wire.limits import collapsed, id_length_problem
 
 log = logging.getLogger(__name__)
 
 Dispatch = Callable[[m.Request, Callable[[m.Response], None]], None]
 _MAX_IN_FLIGHT = 128  # answers a connection may owe before it stops reading
-_REWRITTEN = frozenset((versions.METADATA, versions.DESCRIBE_CLUSTER, versions.FIND_COORDINATOR))
-_NEVER_FORWARDED_OLD = _REWRITTEN | versions.SERVED.keys() | versions.REFUSED
+_NEVER_FORWARDED_OLD = REWRITTEN | versions.SERVED.keys() | versions.REFUSED
 _GROUP_KEY, _TRANSACTION_KEY = 0, 1
 _SEND_TIMEOUT_S = 30.0  # a peer that reads nothing for this long is dropped (the msgpack listener's bound too)
 _CLOSE = b""  # a slot's value that closes the connection once the answers before it are written
@@ -344,7 +343,7 @@ class _Connection:
                 if frame is None:
                     raise ConnectionError("the broker closed the connection with answers owed")
                 header, slot = self.pending.popleft()
-                slot.set(self._rewritten(header, frame) if header.api_key in _REWRITTEN else frame)
+                slot.set(self._rewritten(header, frame) if header.api_key in REWRITTEN else frame)
         except Exception as error:  # an answer that cannot be read or rewritten must not leave the client waiting
             log.info("upstream connection failed peer=%s error=%s", self.peer, error)
         # The answers owed are lost: the client sees its connection close, as it would with the broker itself.

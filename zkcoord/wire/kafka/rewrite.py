@@ -19,8 +19,11 @@ from dataclasses import dataclass
 
 from zkcoord.errors import ErrorCode
 from zkcoord.wire.kafka.entities import build, to_plain
+from zkcoord.wire.kafka.versions import DESCRIBE_CLUSTER, FIND_COORDINATOR, METADATA
 
 Address = tuple[str, int]
+# The answers that carry broker addresses (FindCoordinator's only for transactions: groups are answered here).
+REWRITTEN = frozenset((METADATA, FIND_COORDINATOR, DESCRIBE_CLUSTER))
 
 
 @dataclass(frozen=True)
@@ -46,7 +49,7 @@ def gateway_view(
 ) -> GatewayView:
     """The view from ``broker_ids`` and the nodes' ``listeners`` (node id → (host, port, first gateway port,
     gateway ports)); brokers are spread over ``fronting`` (default: every listener), coordinators are every
-    listener. A broker whose id has no port in its node's range is left out (:func:`unserved_brokers`)."""
+    listener. A broker whose id has no port in its node's range is left out."""
     fronting = listeners if fronting is None else fronting
     nodes = sorted(fronting)
     brokers = {}
@@ -73,14 +76,11 @@ def _with_coordinators(listed: list[dict], view: GatewayView, id_field: str) -> 
 
 
 def rewrite_response(api_key: int, response, view: GatewayView):
-    """``response`` with every broker address replaced by the gateway's (Metadata 3, FindCoordinator 10,
-    DescribeCluster 60); other answers are returned as they are."""
-    if api_key not in (3, 10, 60):
-        return response
+    """``response`` (of an API in :data:`REWRITTEN`) with every broker address replaced by the gateway's."""
     plain = to_plain(response)
-    if api_key == 3:
+    if api_key == METADATA:
         plain["brokers"] = _with_coordinators(plain["brokers"], view, "node_id")
-    elif api_key == 60:
+    elif api_key == DESCRIBE_CLUSTER:
         plain["brokers"] = _with_coordinators(plain["brokers"], view, "broker_id")
     elif "coordinators" in plain:
         plain["coordinators"] = [_coordinator(each, view) for each in plain["coordinators"]]
@@ -90,9 +90,9 @@ def rewrite_response(api_key: int, response, view: GatewayView):
 
 
 def _coordinator(answer: dict, view: GatewayView) -> dict:
-    address = view.broker(answer["node_id"])
     if answer["error_code"]:
         return answer
+    address = view.broker(answer["node_id"])
     if address is None:  # a broker no gateway port serves: its own address would lead the client past the gateway
         return {**answer, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "node_id": -1, "host": "", "port": -1}
     return {**answer, "host": address[0], "port": address[1]}
