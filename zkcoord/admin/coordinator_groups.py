@@ -18,13 +18,12 @@ from zkcoord.admin.model import (
     COORDINATOR,
     GroupDescription,
     GroupListing,
-    MemberDescription,
     MemberRemoval,
     Node,
     OffsetAndMetadata,
     commit_failure,
+    coordinator_group,
     offset_delete_refusal,
-    ordered_members,
 )
 from zkcoord.channel import RETRIABLE, CoordinatorChannel, Unreachable
 from zkcoord.channel import top_level_error as _top_level
@@ -85,26 +84,7 @@ class CoordinatorGroups:
         group = groups[0]
         if group["error_code"] != 0:
             raise error_for(group["error_code"])
-        consumer = group["protocol_type"] == "consumer"
-        members = tuple(
-            MemberDescription(
-                member["member_id"],
-                member.get("group_instance_id"),
-                member.get("client_id"),
-                member.get("client_host"),
-                _assignment(group_id, member) if consumer else (),
-            )
-            for member in group.get("members") or []
-        )
-        return GroupDescription(
-            group_id,
-            COORDINATOR,
-            group["group_state"],
-            group["protocol_type"] or "",
-            group.get("protocol_data") or "",
-            ordered_members(members),
-            node,
-        )
+        return coordinator_group(group_id, group, lambda member: _assignment(group_id, member), node)
 
     def committed(self, group_id: str) -> dict[TopicPartition, OffsetAndMetadata]:
         """OffsetFetch of every partition the group has committed, by partition."""

@@ -24,13 +24,12 @@ from zkcoord.admin.model import (
     GroupAdminError,
     GroupDescription,
     GroupListing,
-    MemberDescription,
     MemberRemoval,
     Node,
     OffsetAndMetadata,
     commit_failure,
+    coordinator_group,
     offset_delete_refusal,
-    ordered_members,
 )
 from zkcoord.errors import KAFKA_MESSAGES, CoordinatorResponseError, error_for
 from zkcoord.model import TopicPartition
@@ -95,26 +94,7 @@ class KafkaGroups:
             coordinator = self._coordinator(admin, group_id)
         if group["error"] is not None:
             raise GroupAdminError(f"Describing consumer group '{group_id}' failed: {group['error']}")
-        consumer = group["protocol_type"] == "consumer"
-        members = tuple(
-            MemberDescription(
-                member["member_id"],
-                member.get("group_instance_id"),
-                member.get("client_id"),
-                member.get("client_host"),
-                _assignment(member["member_assignment"]) if consumer else (),
-            )
-            for member in group["members"]
-        )
-        return GroupDescription(
-            group_id,
-            COORDINATOR,
-            group["group_state"],
-            group["protocol_type"] or "",
-            group.get("protocol_data") or "",
-            ordered_members(members),
-            coordinator,
-        )
+        return coordinator_group(group_id, group, lambda member: _assignment(member["member_assignment"]), coordinator)
 
     def committed(self, group_id: str) -> dict[TopicPartition, OffsetAndMetadata]:
         """OffsetFetch of every partition the group has committed, by partition."""

@@ -9,7 +9,7 @@ kazoo, sockets, the CLI or the renderer.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from zkcoord.errors import (
@@ -124,6 +124,36 @@ class GroupDescription:
     @property
     def is_inactive(self) -> bool:
         return self.state in INACTIVE_STATES
+
+
+def coordinator_group(
+    group_id: str,
+    group: Mapping,
+    assignment: Callable[[Mapping], tuple[TopicPartition, ...]],
+    coordinator: Node | None,
+) -> GroupDescription:
+    """A coordinator group from its DescribeGroups answer (Kafka's field names, whichever protocol carried it);
+    ``assignment(member)`` reads a member's partitions, which only a "consumer" group's members have."""
+    consumer = group["protocol_type"] == "consumer"
+    members = tuple(
+        MemberDescription(
+            member["member_id"],
+            member.get("group_instance_id"),
+            member.get("client_id"),
+            member.get("client_host"),
+            assignment(member) if consumer else (),
+        )
+        for member in group.get("members") or []
+    )
+    return GroupDescription(
+        group_id,
+        COORDINATOR,
+        group["group_state"],
+        group["protocol_type"] or "",
+        group.get("protocol_data") or "",
+        ordered_members(members),
+        coordinator,
+    )
 
 
 @dataclass(frozen=True)
