@@ -45,11 +45,12 @@ class PhaseRules:
     client_member: StoreRule | None  # None: the coordinator refuses JoinGroup (offsets not in the log yet)
     coordinator_fetch: str  # how the coordinator answers OffsetFetch: LOG or MAX
     coordinator_mirror: bool  # whether the coordinator mirrors accepted commits into ZooKeeper
+    mixed_members: bool = False  # whether legacy and coordinator members may share the group (zkcoord.bridge)
 
 
 RULES: Mapping[Phase, PhaseRules] = {
     Phase.ZK_ONLY: PhaseRules(StoreRule((ZK,), ZK), None, MAX, True),
-    Phase.DUAL_WRITE: PhaseRules(StoreRule((LOG, ZK), MAX), StoreRule((LOG, MIRROR), MAX), MAX, True),
+    Phase.DUAL_WRITE: PhaseRules(StoreRule((LOG, ZK), MAX), StoreRule((LOG, MIRROR), MAX), MAX, True, True),
     Phase.LOG_PRIMARY: PhaseRules(StoreRule((LOG, MIRROR), LOG), StoreRule((LOG, MIRROR), LOG), LOG, True),
     Phase.LOG_ONLY: PhaseRules(StoreRule((LOG,), LOG), StoreRule((LOG,), LOG), LOG, False),
 }

@@ -620,3 +620,69 @@ def encode_node_ack(epoch: int) -> bytes:
 def decode_node_ack(path: str, data: bytes | None) -> int:
     """The migration epoch a node has applied."""
     return _decode_object(path, data, {"epoch": int})["epoch"]
+
+
+# ---- mixed groups: the coordinator's members in a 0.8.2 group (docs/migration.md "Mixed groups") ------------
+
+
+def bridge_groups_path(root: str = DEFAULT_ROOT) -> str:
+    return f"{_root(root)}/bridge/groups"
+
+
+def bridge_path(root: str, group: str) -> str:
+    """Persistent while a group may be mixed: the coordinator members registered in the 0.8.2 group, the
+    0.8.2 strategy they are assigned by, and the offsets-partition epoch of the node that last wrote it. Every
+    registration and owner znode the bridge writes changes in one transaction with this znode's version, so
+    a deposed node's write fails (docs/migration.md)."""
+    return f"{bridge_groups_path(root)}/{group}"
+
+
+@dataclass(frozen=True)
+class BridgeMember:
+    """A coordinator member registered in the 0.8.2 group under ``consumer_id`` (thread ``<consumer_id>-0``)."""
+
+    consumer_id: str
+    member_id: str
+    instance_id: str | None = None
+    topics: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class BridgeState:
+    strategy: str = "range"
+    epoch: int = -1  # the offsets-partition leader epoch of the last writer (-1: set up, no node wrote yet)
+    members: tuple[BridgeMember, ...] = ()
+
+    @property
+    def consumer_ids(self) -> frozenset[str]:
+        return frozenset(member.consumer_id for member in self.members)
+
+
+def encode_bridge_state(state: BridgeState) -> bytes:
+    """``{"version":1,"strategy":"range","epoch":3,"members":[{"consumer_id":..,"member_id":..,"instance_id":..,
+    "topics":[..]}]}``"""
+    members = [
+        {"consumer_id": m.consumer_id, "member_id": m.member_id, "instance_id": m.instance_id, "topics": list(m.topics)}
+        for m in state.members
+    ]
+    return _encode_compact({"version": 1, "strategy": state.strategy, "epoch": state.epoch, "members": members})
+
+
+def decode_bridge_state(path: str, data: bytes | None) -> BridgeState:
+    obj = _decode_object(path, data, {"strategy": str, "epoch": int, "members": list})
+    members = []
+    for entry in obj["members"]:
+        if (
+            not isinstance(entry, dict)
+            or not all(isinstance(entry.get(k), str) for k in ("consumer_id", "member_id"))
+            or not isinstance(entry.get("instance_id"), str | None)
+            or not isinstance(entry.get("topics", []), list)
+            or not all(isinstance(t, str) for t in entry.get("topics", []))
+        ):
+            raise ZnodeDecodeError(path, f"not a bridge member: {entry!r}", data)
+        members.append(
+            BridgeMember(
+                entry["consumer_id"], entry["member_id"], entry.get("instance_id"), tuple(entry.get("topics", []))
+            )
+        )
+    return BridgeState(obj["strategy"], obj["epoch"], tuple(members))
