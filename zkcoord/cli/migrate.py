@@ -51,6 +51,7 @@ def _migration_runner(args: argparse.Namespace) -> Iterator:
                 progress=progress,
                 ack_timeout_s=ack_timeout_s,
                 target=target,
+                legacy_strategy=getattr(args, "partition_assignment_strategy", None) or "range",
             )
         finally:
             channel.close()
@@ -334,6 +335,13 @@ def register(commands) -> None:
             help="backfill may lower log offsets to ZooKeeper's; 0005 may lower the destination's offsets",
         )
         target_option(run, "the Kafka cluster step 0005_copy_to_kafka copies the group's offsets to (and back from)")
+        run.add_argument(
+            "--partition-assignment-strategy",
+            "--partition_assignment_strategy",
+            choices=("range", "roundrobin"),
+            help="the legacy members' 0.8.2 strategy, which the coordinator's members of a mixed group are assigned "
+            "by (set when going up into DUAL_WRITE; default range)",
+        )
         run.add_argument(
             "--ack-timeout",
             type=int,

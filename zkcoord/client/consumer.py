@@ -483,6 +483,11 @@ class Consumer:
         return self._metrics.snapshot(self._clock.now_ms(), heartbeat, len(member.owned))
 
     @property
+    def member_id(self) -> str:
+        """The member id the coordinator gave this member ("" before its first join; confluent's ``memberid()``)."""
+        return self._member.member_id
+
+    @property
     def member_state(self) -> str:
         """The member's state in the group protocol (``STABLE``, ``PREPARING_REBALANCE``, ...)."""
         return self._member.state.name

@@ -119,6 +119,9 @@ class GroupCoordinator:
         self.active = True
         self.topics: dict[str, int] | None = None  # None: every topic is taken to exist
         self.new_member_id = new_member_id
+        # Mixed groups (zkcoord.bridge): their 0.8.2 members commit outside the group protocol, as to 0.8.2's
+        # brokers, so a commit without a generation is taken while the group has coordinator members.
+        self.mixed: frozenset[str] = frozenset()
         self.effects = Effects()
         self.effects.schedule(offsets.OFFSET_EXPIRY_KEY, now_ms + config.offsets_retention_check_interval_ms)
 
@@ -232,6 +235,14 @@ class GroupCoordinator:
                 rebalance.prepare_rebalance(self, group, now_ms)
                 rebalanced.append(group.group_id)
         return rebalanced
+
+    def rebalance(self, group_id: str, now_ms: int) -> bool:
+        """Make a Stable (or completing) group rebalance, as a metadata change would; False if it is not one."""
+        group = self.groups.get(group_id)
+        if group is None or group.state not in (S.STABLE, S.COMPLETING_REBALANCE):
+            return False
+        rebalance.prepare_rebalance(self, group, now_ms)
+        return True
 
     # -- loading and unloading (§9.6, §9.7) -------------------------------------------------------------------------
 

@@ -82,7 +82,7 @@ def handle_offset_commit(core: GroupCoordinator, request_id: int, request: Offse
         return answer(E.COORDINATOR_NOT_AVAILABLE)
     if group.is_static_member_fenced(member_id, request.group_instance_id):
         return answer(E.FENCED_INSTANCE_ID)
-    if not (generation < 0 and group.state == S.EMPTY):
+    if not (generation < 0 and (group.state == S.EMPTY or group_id in core.mixed)):
         member = group.members.get(member_id)
         if member is None:
             return answer(E.UNKNOWN_MEMBER_ID)

@@ -53,6 +53,7 @@ from zkcoord.migration.store import watch_state
 from zkcoord.model import Address, TopicPartition
 from zkcoord.sources import RecordSource, SyntheticSource
 from zkcoord.trace import TraceSink
+from zkcoord.zk import layout
 from zkcoord.zk.nodes import discover_nodes
 from zkcoord.zk.session import HubThread, make_kazoo_client
 
@@ -350,6 +351,9 @@ class LegacyConsumer:
         """
         if not self._coordinator_addresses():
             log.debug("no coordinator node under %s; group %s has no coordinator members", self._root, self._group)
+            return
+        if self._zk.exists(layout.bridge_path(self._root, self._group)):
+            log.info("group %s is a mixed group: its coordinator members take part in the 0.8.2 protocol", self._group)
             return
         try:
             state, members = self._commits.describe_group()

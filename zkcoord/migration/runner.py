@@ -29,6 +29,7 @@ from zkcoord.errors import ZkcoordError
 from zkcoord.migration import store
 from zkcoord.migration.kafka_target import KafkaTarget, TargetError
 from zkcoord.migration.phases import (
+    RULES,
     GroupFacts,
     KafkaCopy,
     MigrationError,
@@ -133,6 +134,7 @@ class StepContext:
     progress: Callable[[int, str], Callable[[int], None]] = lambda total, what: lambda n: None
     ack_timeout_s: float = ACK_TIMEOUT_S
     target: KafkaTarget | None = None
+    legacy_strategy: str = "range"  # 0.8.2's partition.assignment.strategy of the group's legacy members
 
     # -- reading ------------------------------------------------------------------------------------------
 
@@ -171,6 +173,10 @@ class StepContext:
             )
         return self.target
 
+    def mixed(self) -> bool:
+        """Whether the group is a mixed group (it has the bridge of its coordinator members into 0.8.2's)."""
+        return store.read_bridge(self.zk, self.root, self.group) is not None
+
     def phase_is(self, phase: Phase) -> list[str]:
         """A check's reason when the group is not at ``phase`` (empty when it is)."""
         return [] if self.state.phase == phase else [f"the group is at {self.state.phase.name}, not {phase.name}"]
@@ -182,7 +188,14 @@ class StepContext:
         when the group is there already: a rerun after a timeout waits again)."""
         changed = self.state.with_phase(phase, self.now_ms())
         if changed is not self.state:
-            self.version = store.write_state(self.zk, self.root, self.group, changed, self.version)
+            mixed_before, mixed_after = RULES[self.state.phase].mixed_members, RULES[phase].mixed_members
+            if mixed_before == mixed_after:
+                self.version = store.write_state(self.zk, self.root, self.group, changed, self.version)
+            else:  # the mixed-group bridge comes and goes with the phase, atomically
+                strategy = self.legacy_strategy if mixed_after else None
+                self.version = store.write_state_and_bridge(
+                    self.zk, self.root, self.group, changed, self.version, strategy
+                )
             self.state = changed
             self.say(f"group {self.group}: phase {phase.name} (epoch {changed.epoch})")
         self.wait_for_acks()
@@ -298,8 +311,10 @@ class Runner:
         progress: Callable[[int, str], Callable[[int], None]] | None = None,
         ack_timeout_s: float = ACK_TIMEOUT_S,
         target: KafkaTarget | None = None,
+        legacy_strategy: str = "range",
     ):
         self.zk, self.channel, self.steps, self.root = zk, channel, steps, root
+        self.legacy_strategy = legacy_strategy
         self.now_ms, self.say = now_ms, say
         self.progress = progress or (lambda total, what: lambda n: None)
         self.ack_timeout_s = ack_timeout_s
@@ -416,6 +431,7 @@ class Runner:
             progress=self.progress,
             ack_timeout_s=self.ack_timeout_s,
             target=self.target,
+            legacy_strategy=self.legacy_strategy,
         )
 
 

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
+from zkcoord.assign.legacy import thread_id
 from zkcoord.migration.phases import (
     LegacyMember,
     MigrationState,
@@ -53,6 +54,66 @@ def write_state(client: KazooClient, root: str, group: str, state: MigrationStat
         raise ConcurrentChangeError(
             f"the migration state of group {group} changed while this command ran; run it again"
         ) from None
+
+
+def write_state_and_bridge(
+    client: KazooClient, root: str, group: str, state: MigrationState, version: int, strategy: str | None
+) -> int:
+    """Store ``state`` (compare-and-set, as :func:`write_state`) and, in the same transaction, set the group's
+    bridge up (``strategy``: the 0.8.2 assignment strategy of its legacy members) or, with None, tear it down:
+    the bridge znode goes at the version read, with every registration and owner znode it lists, so a node
+    that bridges the group meanwhile makes this fail rather than leave a member behind. Returns the new version.
+    """
+    path, bridge = layout.migration_path(root, group), layout.bridge_path(root, group)
+    transaction = client.transaction()
+    if strategy is not None:
+        client.ensure_path(layout.bridge_groups_path(root))
+        transaction.create(bridge, layout.encode_bridge_state(layout.BridgeState(strategy=strategy)))
+    else:
+        try:
+            data, stat = client.get(bridge)
+        except NoNodeError:
+            return write_state(client, root, group, state, version)
+        held = layout.decode_bridge_state(bridge, data)
+        for path_to_drop in _bridge_znodes(client, group, held):
+            transaction.delete(path_to_drop)
+        transaction.delete(bridge, version=stat.version)
+    transaction.set_data(path, encode_state(state), version=version)
+    results = transaction.commit()
+    if any(isinstance(result, Exception) for result in results):
+        raise ConcurrentChangeError(
+            f"the migration state or the mixed-group bridge of group {group} changed while this command ran; "
+            "run it again"
+        )
+    return results[-1].version
+
+
+def _bridge_znodes(client: KazooClient, group: str, held: layout.BridgeState) -> list[str]:
+    """The owner znodes naming a bridge member's thread, then the bridge members' registrations."""
+    threads = {thread_id(cid, 0) for cid in held.consumer_ids}
+    owners = []
+    try:
+        topics = client.get_children(layout.owners_path(group))
+    except NoNodeError:
+        topics = []
+    for topic in topics:
+        for partition in client.get_children(layout.owners_path(group, topic)):
+            owner_path = f"{layout.owners_path(group, topic)}/{partition}"
+            data, _ = client.get(owner_path)
+            if layout.decode_owner(data) in threads:
+                owners.append(owner_path)
+    registrations = [layout.consumer_path(group, cid) for cid in sorted(held.consumer_ids)]
+    return owners + [path for path in registrations if client.exists(path)]
+
+
+def read_bridge(client: KazooClient, root: str, group: str) -> layout.BridgeState | None:
+    """The group's mixed-group bridge, or None when it has none (not in DUAL_WRITE)."""
+    path = layout.bridge_path(root, group)
+    try:
+        data, _ = client.get(path)
+    except NoNodeError:
+        return None
+    return layout.decode_bridge_state(path, data)
 
 
 def watch_state(
@@ -104,11 +165,15 @@ def _put_ephemeral(client: KazooClient, path: str, data: bytes) -> None:
 
 
 def live_legacy_members(client: KazooClient, root: str, group: str) -> list[LegacyMember]:
-    """The group's registered 0.8.2 members, each with the phase epoch it advertises (pipelined reads)."""
+    """The group's registered 0.8.2 members, each with the phase epoch it advertises (pipelined reads); the
+    registrations of a mixed group's coordinator members are not legacy members and are left out."""
     try:
         ids = sorted(client.get_children(layout.ids_path(group)))
     except NoNodeError:
         return []
+    bridge = read_bridge(client, root, group)
+    if bridge is not None:
+        ids = [cid for cid in ids if cid not in bridge.consumer_ids]
     pending = [(cid, client.get_async(layout.legacy_advert_path(root, group, cid))) for cid in ids]
     members = []
     for consumer_id, reply in pending:

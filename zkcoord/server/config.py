@@ -34,6 +34,20 @@ class ServerConfig:
     zookeeper_session_timeout_ms: int = kafka_field("zookeeper.session.timeout.ms", 18_000)
     zookeeper_connection_timeout_ms: int = kafka_field("zookeeper.connection.timeout.ms", 18_000)
     root: str = kafka_field("zkcoord.root", "/zkcoord", "zkcoord's ZooKeeper root")
+    bridge_rebalance_max_retries: int = kafka_field(
+        "zkcoord.bridge.rebalance.max.retries", 4, "claims of a mixed group's handover tried this often (0.8.2's)"
+    )
+    bridge_rebalance_backoff_ms: int = kafka_field(
+        "zkcoord.bridge.rebalance.backoff.ms", 2000, "wait between claims of a mixed group's handover (0.8.2's)"
+    )
+    bridge_release_grace_ms: int = kafka_field(
+        "zkcoord.bridge.release.grace.ms",
+        5000,
+        "a mixed group's member gone from the group keeps its partitions this long",
+    )
+    bridge_check_interval_ms: int = kafka_field(
+        "zkcoord.bridge.check.interval.ms", 500, "how often a node checks its mixed groups' legacy members"
+    )
     claim_grace_ms: int = kafka_field("coordinator.claim.grace.ms", 1000, "wait before a non-preferred node claims")
     shutdown_timeout_ms: int = kafka_field("controlled.shutdown.timeout.ms", 10_000, "graceful shutdown bound")
     load_retry_backoff_ms: int = kafka_field(

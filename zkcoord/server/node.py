@@ -28,6 +28,7 @@ from zkcoord.group.coordinator import GroupCoordinator
 from zkcoord.group.effects import Append
 from zkcoord.runtime import CoordinatorRuntime
 from zkcoord.runtime.durable import DurableLogs
+from zkcoord.server.bridge import BridgeSettings, MixedGroups
 from zkcoord.server.cluster import ZooKeeperCluster
 from zkcoord.server.config import KafkaListenerSettings, NodeConfig
 from zkcoord.server.connection import WireServer
@@ -86,8 +87,23 @@ class CoordinatorNode:
             self.logs,
             self.cluster,
             self.clock,
-            steps=MigrationSteps(self.migrations, self.mirror, self.coordinator),
+            steps=MigrationSteps(self.migrations, self.mirror, self.coordinator, self._bridged),
             on_append_done=self._on_append_done,
+        )
+        server = config.server
+        self.bridge = MixedGroups(
+            server.root,
+            self.coordinator,
+            lambda request, respond: self._enter(self.runtime.submit, request, respond),
+            lambda action: self._enter(self.runtime.enter, action),
+            self.epochs,
+            self.clock,
+            BridgeSettings(
+                server.bridge_rebalance_max_retries,
+                server.bridge_rebalance_backoff_ms,
+                server.bridge_release_grace_ms,
+                server.bridge_check_interval_ms,
+            ),
         )
         self.server = WireServer(
             host,
@@ -136,6 +152,7 @@ class CoordinatorNode:
         self.zk.add_listener(self._on_zookeeper_state)
         self.migrations.start(self.zk)
         self.mirror.start(self.zk)
+        self.bridge.start(self.zk)
         ensure_partition_count(self.zk, server.root, self.config.coordinator.offsets_topic_num_partitions)
         self.server.start()
         port = self.server.address[1]
@@ -231,6 +248,7 @@ class CoordinatorNode:
         if self.election is not None:
             self.election.stop()
         self.logs.stop_cleaner()
+        self.bridge.stop()
         for partition in sorted(self.coordinator.owned | self.coordinator.loading):
             self._unload(partition)
         self.runtime.enter(lambda now: self.coordinator.shutdown())
@@ -255,8 +273,14 @@ class CoordinatorNode:
         """Answer one well-formed request (the wire server calls this in each connection's order)."""
         self.metrics.on_request(API_NAMES[type(request)])
         self._check_pause()  # before answering from state that a pause may have made stale
+        if self.bridge.takes(request):
+            self.bridge.admit(request, respond)
+            return
         self.runtime.submit(request, respond)
         self._aim_timers()
+
+    def _bridged(self, group: str) -> bool:
+        return group in self.bridge.bridged
 
     def _aim_timers(self) -> None:
         """After any entry into the runtime: wake the timer greenlet if the next deadline moved earlier."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import gevent
 import msgspec
@@ -52,10 +52,17 @@ MAX_IDS_SHOWN = 2
 class MigrationSteps:
     """The steps offset migration adds to JoinGroup, OffsetCommit and OffsetFetch."""
 
-    def __init__(self, migrations: GroupMigrations, mirror: OffsetMirror, core: GroupCoordinator):
+    def __init__(
+        self,
+        migrations: GroupMigrations,
+        mirror: OffsetMirror,
+        core: GroupCoordinator,
+        bridged: Callable[[str], bool] = lambda group: False,
+    ):
         self.migrations = migrations
         self.mirror = mirror
         self.core = core
+        self.bridged = bridged  # whether a group has the mixed-group bridge (zkcoord.server.bridge)
 
     def before(self, request: Request) -> Response | None:
         """A JoinGroup refused by single-protocol membership: 23 (or 15 if ZooKeeper cannot tell); else None."""
@@ -168,7 +175,10 @@ class MigrationSteps:
         :func:`join_refusal_message`). Raises :class:`ZooKeeperUnavailableError`."""
         if not managed_name(group):
             return None
-        return join_refusal_message(group, self._legacy_ids(group), self.migrations.phase(group))
+        phase = self.migrations.phase(group)
+        if phase is not None and RULES[phase].mixed_members and self.bridged(group):
+            return None  # legacy members are welcome: the bridge runs the 0.8.2 protocol for this member
+        return join_refusal_message(group, self._legacy_ids(group), phase)
 
 
 # ---- the pure halves of the requests that involve ZooKeeper -------------------------------------------------

@@ -1,0 +1,120 @@
+"""Mixed groups on real ZooKeeper and node processes: zkcoord's legacy members and coordinator members in one
+DUAL_WRITE group (docs/migration.md "Mixed groups").
+
+After every change the owner znodes equal 0.8.2's assignment over every registration, and each coordinator
+member holds exactly the partitions whose owner znodes name its thread.
+"""
+
+import subprocess
+import sys
+import threading
+
+import pytest
+from cluster_support import Cluster, eventually
+from legacy_support import prepare_cluster
+from test_migration_walk import MEMBER_CONFIG, NODE_OVERRIDES, LegacyGroup, migrate_ok
+
+from zkcoord.bridge.core import thread_of
+from zkcoord.client.consumer import Consumer
+from zkcoord.migration import store
+from zkcoord.model import TopicPartition
+from zkcoord.sources import SyntheticSource
+from zkcoord.testing.legacy import converged
+from zkcoord.zk import layout
+
+GROUP = MEMBER_CONFIG["group.id"]
+TOPIC = "t"
+PARTITIONS = 8
+WAIT_S = 40
+
+
+@pytest.fixture
+def cluster(zk, zk_connect, tmp_path):
+    prepare_cluster(zk, {TOPIC: PARTITIONS})
+    with Cluster(zk_connect, tmp_path / "log", tmp_path, NODE_OVERRIDES) as nodes:
+        nodes.start([1])
+        nodes.wait_balanced(zk)
+        yield nodes
+
+
+class CoordinatorMember:
+    """A zkcoord client member polling on a thread of its own."""
+
+    def __init__(self, zk_connect: str, source, instance_id: str | None = None):
+        self.consumer = Consumer(
+            source=source,
+            zookeeper_connect=zk_connect,
+            group_id=GROUP,
+            group_instance_id=instance_id,
+            session_timeout_ms=6000,
+            heartbeat_interval_ms=200,
+            auto_commit_interval_ms=200,
+            partition_assignment_strategy="range",
+        )
+        self.consumer.subscribe([TOPIC])
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+
+    def _poll(self) -> None:
+        while not self._stop.is_set():
+            self.consumer.poll(timeout_ms=50)
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self.consumer.assignment())
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        self.consumer.close()
+
+
+def bridge_members(zk) -> dict[str, str]:
+    """consumer id → member id of the coordinator members registered in the 0.8.2 group."""
+    state = store.read_bridge(zk, layout.DEFAULT_ROOT, GROUP)
+    return {} if state is None else {m.consumer_id: m.member_id for m in state.members}
+
+
+def consistent(zk, members: list[CoordinatorMember], registered: int) -> bool:
+    """Owner znodes are 0.8.2's assignment over ``registered`` registrations, and each coordinator member holds
+    what the owner znodes give its thread."""
+    snapshot = converged(zk, GROUP)
+    if snapshot is None or len(snapshot.members) != registered:
+        return False
+    by_member = {member_id: thread_of(cid) for cid, member_id in bridge_members(zk).items()}
+    for member in members:
+        thread = by_member.get(member.consumer.member_id)
+        owned = {tp for tp, owner in snapshot.owners.items() if owner == thread}
+        if thread is None or member.assignment() != owned:
+            return False
+    return True
+
+
+def test_legacy_and_coordinator_members_share_a_dual_write_group(cluster, zk, zk_connect):
+    source = SyntheticSource(rate_per_partition=200, initial_records=100)
+    legacy = LegacyGroup(zk_connect, source)
+    coordinator: list[CoordinatorMember] = []
+    try:
+        legacy.start()
+        legacy.start()
+        eventually(lambda: converged(zk, GROUP) is not None, WAIT_S, "legacy group settled")
+        migrate_ok(zk_connect, "up", "--group", GROUP, "--to", "0001_dual_commit")
+        coordinator.append(CoordinatorMember(zk_connect, source))
+        eventually(lambda: consistent(zk, coordinator, 3), WAIT_S, "one coordinator member in the group")
+        coordinator.append(CoordinatorMember(zk_connect, source, instance_id="static-1"))
+        eventually(lambda: consistent(zk, coordinator, 4), WAIT_S, "two coordinator members in the group")
+        legacy.stop(sorted(legacy.members)[0])
+        eventually(lambda: consistent(zk, coordinator, 3), WAIT_S, "a legacy member left")
+        coordinator.pop(0).close()
+        eventually(lambda: consistent(zk, coordinator, 2), WAIT_S, "a coordinator member left")
+        refused = subprocess.run(
+            [sys.executable, "-m", "zkcoord.cli", "migrate", "up", "--group", GROUP, "--to", "0003_read_from_log",
+             "--zookeeper", zk_connect],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        print(refused.stdout, refused.stderr)
+        assert refused.returncode != 0 and "JVM" not in refused.stdout + refused.stderr, refused.stderr
+    finally:
+        for member in coordinator:
+            member.close()
+        legacy.close()
