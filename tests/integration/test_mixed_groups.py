@@ -90,7 +90,7 @@ def consistent(zk, members: list[CoordinatorMember], registered: int) -> bool:
     return True
 
 
-def test_legacy_and_coordinator_members_share_a_dual_write_group(cluster, zk, zk_connect):
+def test_a_group_moves_member_by_member_from_legacy_to_coordinator_members(cluster, zk, zk_connect):
     source = SyntheticSource(rate_per_partition=200, initial_records=100)
     legacy = LegacyGroup(zk_connect, source)
     coordinator: list[CoordinatorMember] = []
@@ -112,8 +112,15 @@ def test_legacy_and_coordinator_members_share_a_dual_write_group(cluster, zk, zk
              "--zookeeper", zk_connect],
             capture_output=True, text=True, timeout=120,
         )  # fmt: skip
-        print(refused.stdout, refused.stderr)
-        assert refused.returncode != 0 and "JVM" not in refused.stdout + refused.stderr, refused.stderr
+        assert refused.returncode == 1 and "legacy members" in refused.stderr, refused.stdout + refused.stderr
+        assert store.read_bridge(zk, layout.DEFAULT_ROOT, GROUP) is not None
+        legacy.close()  # the last legacy member leaves: the coordinator member takes every partition
+        eventually(lambda: consistent(zk, coordinator, 1), WAIT_S, "the last legacy member left")
+        assert coordinator[0].assignment() == {TopicPartition(TOPIC, p) for p in range(PARTITIONS)}
+        migrate_ok(zk_connect, "up", "--group", GROUP, "--to", "0003_read_from_log")
+        assert store.read_bridge(zk, layout.DEFAULT_ROOT, GROUP) is None
+        assert zk.get_children(layout.ids_path(GROUP)) == []  # the bridge's registration went with it
+        assert len(coordinator[0].assignment()) == PARTITIONS
     finally:
         for member in coordinator:
             member.close()

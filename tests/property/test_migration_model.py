@@ -148,6 +148,9 @@ class ModelContext:
     def phase_is(self, phase: Phase) -> list[str]:
         return [] if self.state.phase == phase else [f"at {self.state.phase.name}"]
 
+    def mixed(self) -> bool:
+        return False  # one member of one kind at a time here; mixed groups: test_mixed_group_model.py
+
     def facts(self, stores: bool = True) -> GroupFacts:
         owner = self.world.owner
         legacy, clients = (), ()

@@ -312,6 +312,15 @@ def coordinator_members_present(facts: GroupFacts, why: str) -> list[str]:
     return [f"the group has live coordinator members ({listed}{f' and {more} more' if more > 0 else ''}); {why}"]
 
 
+def both_kinds_present(facts: GroupFacts, why: str) -> list[str]:
+    """One line when the group has live members of both kinds (a mixed group), naming a few of each."""
+    if not facts.legacy_members or not facts.coordinator_members:
+        return []
+    legacy = ", ".join(sorted(m.consumer_id for m in facts.legacy_members)[:3])
+    coordinator = ", ".join(sorted(facts.coordinator_members)[:3])
+    return [f"the group has legacy members ({legacy}) and coordinator members ({coordinator}); {why}"]
+
+
 def store_problems(phase: Phase, facts: GroupFacts, hint: str) -> list[str]:
     """One line for the partitions that would regress for readers of ``phase``."""
     bad = regressions(phase, facts.stores)

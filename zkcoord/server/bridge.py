@@ -25,6 +25,7 @@ IO: gevent and the node's gevent kazoo client, each ZooKeeper round bounded in t
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -49,7 +50,7 @@ from zkcoord.server.bridge_zk import (
     read_group,
 )
 from zkcoord.wire.consumer_protocol import Assignment, ConsumerProtocolError
-from zkcoord.wire.kafka.consumer_protocol import encode_assignment_like, read_subscription
+from zkcoord.wire.kafka.consumer_protocol import encode_assignment_like, read_assignment, read_subscription
 from zkcoord.wire.messages import (
     JoinGroupRequest,
     JoinGroupResponse,
@@ -213,46 +214,84 @@ class MixedGroups:
         respond(response)
 
     def _sync(self, request: SyncGroupRequest, respond: Send) -> None:
+        """The leader's SyncGroup carries 0.8.2's assignment, claimed first; every answer is checked again."""
         group_id = request.group_id
+        answer = functools.partial(self._synced, request, respond=respond)
         group = self.core.groups.get(group_id)
         if group is None or group.leader_id != request.member_id or group.generation != request.generation_id:
-            return self.submit(request, respond)
-        handover = None
+            return self.submit(request, lambda response: gevent.spawn(answer, response))
         with self.bridged[group_id].lock:
-            for attempt in range(self.settings.max_retries + 1):
-                if group.generation != request.generation_id:
-                    return self.submit(request, respond)  # a newer rebalance began: the core says so
-                view = self._read(group_id)
-                if view is None:
-                    return self.submit(request, respond)
-                try:
-                    handover = self._carry_out(group_id, view, self._handover_plan(view, group))
-                    break
-                except ClaimConflict as conflict:
-                    log.info(
-                        "group=%s claim %s conflicts (owner %s), attempt %d of %d",
-                        group_id,
-                        conflict.partition,
-                        conflict.owner,
-                        attempt + 1,
-                        self.settings.max_retries + 1,
-                    )
-                    gevent.sleep(self.settings.backoff_ms / 1000)
-        if handover is None:
-            respond(SyncGroupResponse(error_code=ErrorCode.REBALANCE_IN_PROGRESS))
-            self.enter(lambda now: self.core.rebalance(group_id, now))
-            return
-        given = handover.assignments
-        assignments = tuple(
-            SyncGroupRequestAssignment(
-                member_id=member_id,
-                assignment=encode_assignment_like(
-                    member.metadata(group.protocol_name), Assignment(given.get(member_id, ()))
-                ),
+            claimed, handover = self._claimed(
+                group_id,
+                lambda view: self._handover_plan(view, group),
+                lambda: group.generation == request.generation_id,  # a newer rebalance began: the core says so
             )
-            for member_id, member in group.members.items()
-        )
-        self.submit(msgspec.structs.replace(request, assignments=assignments), respond)
+        if not claimed:
+            return self._retry_rebalance(group_id, respond)
+        if handover is not None:
+            given = handover.assignments
+            assignments = tuple(
+                SyncGroupRequestAssignment(
+                    member_id=member_id,
+                    assignment=encode_assignment_like(
+                        member.metadata(group.protocol_name), Assignment(given.get(member_id, ()))
+                    ),
+                )
+                for member_id, member in group.members.items()
+            )
+            request = msgspec.structs.replace(request, assignments=assignments)
+        self.submit(request, lambda response: gevent.spawn(answer, response))
+
+    def _synced(self, request: SyncGroupRequest, response: SyncGroupResponse, respond: Send) -> None:
+        """Hand a member its partitions only once their owner znodes name its thread: the leader's handover claimed
+        them, but an answer can also come from a generation the core kept (a member that rejoined a stable group
+        with unchanged metadata gets its assignment back after the bridge released it at its JoinGroup)."""
+        if response.error_code != 0:
+            return respond(response)
+        group_id = request.group_id
+        try:
+            partitions = read_assignment(response.assignment).assigned_partitions
+        except ConsumerProtocolError as error:
+            log.warning("group=%s member=%s: unreadable assignment: %s", group_id, request.member_id, error)
+            return self._retry_rebalance(group_id, respond)
+
+        def plan(view: GroupView) -> list:
+            consumer_id = self._consumer_id(view, request.member_id, request.group_instance_id)
+            if consumer_id is None:
+                raise BridgeFenced(f"member {request.member_id} of group {group_id} is not registered")
+            owned = bridge.owned_by(view.owners, [consumer_id])
+            return bridge.handover_plan({consumer_id: tuple(partitions)}, {consumer_id: request.member_id}, owned)
+
+        with self.bridged[group_id].lock:
+            claimed, _ = self._claimed(group_id, plan, lambda: True)
+        if not claimed:
+            return self._retry_rebalance(group_id, respond)
+        respond(response)
+
+    def _claimed(self, group_id: str, plan_of, still_wanted) -> tuple[bool, bridge.Handover | None]:
+        """Carry out ``plan_of(view)``, reading again and retrying as 0.8.2 does while a claim conflicts; (False,
+        None) when it never went through, (True, None) when it is no longer wanted or the group is not bridged."""
+        for attempt in range(self.settings.max_retries + 1):
+            view = self._read(group_id)
+            if view is None or not still_wanted():
+                return True, None
+            try:
+                return True, self._carry_out(group_id, view, plan_of(view))
+            except ClaimConflict as conflict:
+                log.info(
+                    "group=%s claim of %s conflicts (owner %s), attempt %d of %d",
+                    group_id,
+                    conflict.partition,
+                    conflict.owner,
+                    attempt + 1,
+                    self.settings.max_retries + 1,
+                )
+                gevent.sleep(self.settings.backoff_ms / 1000)
+        return False, None
+
+    def _retry_rebalance(self, group_id: str, respond: Send) -> None:
+        respond(SyncGroupResponse(error_code=ErrorCode.REBALANCE_IN_PROGRESS))
+        self.enter(lambda now: self.core.rebalance(group_id, now))
 
     def _handover_plan(self, view: GroupView, group) -> list:
         members = {m.member_id: m.consumer_id for m in view.state.members if m.member_id in group.members}

@@ -19,6 +19,7 @@ from kio.schema.consumer_protocol_assignment.v0.data import TopicPartition as As
 from kio.schema.consumer_protocol_subscription import v0, v1, v2, v3
 from kio.serial import entity_reader, entity_writer
 
+from zkcoord.model import TopicPartition
 from zkcoord.wire import consumer_protocol
 from zkcoord.wire.consumer_protocol import Assignment, ConsumerProtocolError, Subscription
 
@@ -60,6 +61,27 @@ def encode_kafka_assignment(assignment: Assignment) -> bytes:
     buffer.write(_VERSION.pack(0))
     entity_writer(ConsumerProtocolAssignment)(buffer, entity)
     return buffer.getvalue()
+
+
+def decode_kafka_assignment(data: bytes) -> Assignment:
+    """A Kafka client's assignment (any version is read through v0's fields, which every later one starts with)."""
+    if len(data) < _VERSION.size or _VERSION.unpack_from(data)[0] < 0:
+        raise ConsumerProtocolError(f"assignment: {data[:2]!r} is not a consumer protocol version")
+    try:
+        entity, _ = entity_reader(ConsumerProtocolAssignment)(memoryview(bytes(data)), _VERSION.size)
+    except Exception as error:  # kio raises whatever its readers hit on short or malformed bytes
+        raise ConsumerProtocolError(f"assignment: not Kafka's ({type(error).__name__})") from None
+    partitions = tuple(TopicPartition(t.topic, p) for t in entity.assigned_partitions for p in t.partitions)
+    return Assignment(assigned_partitions=partitions, user_data=entity.user_data)
+
+
+def read_assignment(data: bytes) -> Assignment:
+    """SyncGroup's assignment bytes in either encoding (nothing when empty); raises ConsumerProtocolError."""
+    if not data:
+        return Assignment(())
+    if is_kafka_encoded(data):
+        return decode_kafka_assignment(data)
+    return consumer_protocol.decode_assignment(data)
 
 
 def read_subscription(data: bytes) -> Subscription:
