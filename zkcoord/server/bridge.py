@@ -42,7 +42,7 @@ from zkcoord.group.coordinator import GroupCoordinator
 from zkcoord.model import GroupState
 from zkcoord.runtime.runtime import Send
 from zkcoord.server.bridge_zk import (
-    BridgeFenced,
+    BridgeError,
     ClaimConflict,
     FencedWriter,
     GroupView,
@@ -111,6 +111,8 @@ class MixedGroups:
         self.bridged: dict[str, _Bridged] = {}
         self.pokes_total = 0
         self.refusals_total = 0
+        self.claim_conflicts_total = 0
+        self.departed_released_total = 0
         self._greenlet: gevent.Greenlet | None = None
 
     def start(self, zk: KazooClient) -> None:
@@ -122,6 +124,16 @@ class MixedGroups:
     def stop(self) -> None:
         if self._greenlet is not None:
             self._greenlet.kill(block=False)
+
+    def stats(self) -> dict:
+        """The bridge's figures, as metrics and tests read them."""
+        return {
+            "groups": sum(1 for group in self.bridged if self.core.serves(group)),
+            "join_refusals_total": self.refusals_total,
+            "claim_conflicts_total": self.claim_conflicts_total,
+            "departed_released_total": self.departed_released_total,
+            "legacy_retriggers_total": self.pokes_total,
+        }
 
     def _on_bridged(self, groups: list[str]) -> None:
         for group in set(self.bridged) - set(groups):
@@ -150,7 +162,7 @@ class MixedGroups:
         try:
             with gevent.Timeout(ZOOKEEPER_TIMEOUT_S * (self.settings.max_retries + 2)):
                 handler[type(request)](request, respond)
-        except (KazooException, gevent.Timeout, BridgeFenced) as error:
+        except (KazooException, gevent.Timeout, BridgeError) as error:
             log.warning("bridge cannot serve %s group=%s: %r", type(request).__name__, request.group_id, error)
             respond(_error_response(request, ErrorCode.COORDINATOR_NOT_AVAILABLE, str(error)))
         except Exception:
@@ -208,7 +220,7 @@ class MixedGroups:
                         member.member_id,
                         member.consumer_id,
                     )
-        except (KazooException, gevent.Timeout, BridgeFenced) as error:
+        except (KazooException, gevent.Timeout, BridgeError) as error:
             log.warning("cannot register member group=%s member=%s: %r", group, member.member_id, error)
             response = msgspec.structs.replace(response, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
         respond(response)
@@ -258,7 +270,7 @@ class MixedGroups:
         def plan(view: GroupView) -> list:
             consumer_id = self._consumer_id(view, request.member_id, request.group_instance_id)
             if consumer_id is None:
-                raise BridgeFenced(f"member {request.member_id} of group {group_id} is not registered")
+                raise BridgeError(f"member {request.member_id} of group {group_id} is not registered")
             owned = bridge.owned_by(view.owners, [consumer_id])
             return bridge.handover_plan({consumer_id: tuple(partitions)}, {consumer_id: request.member_id}, owned)
 
@@ -278,6 +290,7 @@ class MixedGroups:
             try:
                 return True, self._carry_out(group_id, view, plan_of(view))
             except ClaimConflict as conflict:
+                self.claim_conflicts_total += 1
                 log.info(
                     "group=%s claim of %s conflicts (owner %s), attempt %d of %d",
                     group_id,
@@ -351,12 +364,18 @@ class MixedGroups:
         return None
 
     def _flush(self, group_id: str, partitions) -> None:
+        """The log's committed offsets of ``partitions`` into ZooKeeper, once their commits in flight are written."""
+        with gevent.Timeout(ZOOKEEPER_TIMEOUT_S, False):
+            while (group := self.core.groups.get(group_id)) is not None and any(
+                group.pending_offsets[tp] for tp in partitions
+            ):
+                gevent.sleep(0.005)
         group = self.core.groups.get(group_id)
         offsets = {} if group is None else {tp: group.offsets[tp].offset for tp in partitions if tp in group.offsets}
         with gevent.Timeout(ZOOKEEPER_TIMEOUT_S):
             outcome = write_offsets_if_greater(self.zk, group_id, offsets)
         if outcome.failed:
-            raise BridgeFenced(f"offsets of group {group_id} not written into ZooKeeper: {outcome.failed}")
+            raise BridgeError(f"offsets of group {group_id} not written into ZooKeeper: {outcome.failed}")
 
     @staticmethod
     def _consumer_id(view: GroupView, member_id: str, instance_id: str | None) -> str | None:
@@ -390,7 +409,7 @@ class MixedGroups:
                     continue
                 try:
                     self._check(group)
-                except (KazooException, gevent.Timeout, BridgeFenced) as error:
+                except (KazooException, gevent.Timeout, BridgeError) as error:
                     log.info("bridge check of group=%s did not finish: %r", group, error)
                 except Exception:
                     log.exception("bridge check of group=%s failed", group)
@@ -429,6 +448,7 @@ class MixedGroups:
                 log.info("releasing departed coordinator member group=%s member=%s", group_id, member.member_id)
                 owned = bridge.owned_by(view.owners, [member.consumer_id])
                 self._carry_out(group_id, view, bridge.leave_plan(member.consumer_id, owned))
+                self.departed_released_total += 1
                 bridged.missing_since.pop(member.consumer_id, None)
                 view = self._read(group_id)
 

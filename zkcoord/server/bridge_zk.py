@@ -24,7 +24,11 @@ from zkcoord.zk import layout
 from zkcoord.zk.layout import BridgeState, ConsumerRegistration, ZnodeDecodeError
 
 
-class BridgeFenced(ZkcoordError):
+class BridgeError(ZkcoordError):
+    """A step of a bridge plan that did not happen; the request that needed it gets a retriable error."""
+
+
+class BridgeFenced(BridgeError):
     """The bridge znode changed since it was read (another writer, a newer epoch, or the bridge torn down)."""
 
 

@@ -78,6 +78,7 @@ class NodeMetrics:
             "offset_commits": self.offset_commits,
             "partition_load_time_max_ms": self.partition_load_time_max_ms,
             "migration_mirror": self._node.mirror.stats(),
+            "mixed_groups": self._node.bridge.stats(),
         }
 
     def collect(self):
@@ -125,6 +126,15 @@ class NodeMetrics:
             "Connections closed idle (connections.max.idle.ms) or mid-request (request.read.timeout.ms)",
             value=self._node.server.connections_expired_total,
         )
+        mixed = snapshot["mixed_groups"]
+        yield GaugeMetricFamily("mixed_groups", "Mixed groups this node bridges into 0.8.2's", value=mixed["groups"])
+        for name, help_text in (
+            ("join_refusals", "JoinGroups a mixed group refused (cooperative only, a subscription 0.8.2 cannot take)"),
+            ("claim_conflicts", "Owner znode claims of a mixed group's handover that found another owner"),
+            ("departed_released", "Coordinator members released from a mixed group after the grace"),
+            ("legacy_retriggers", "Legacy rebalances a mixed group re-triggered after partitions stayed unowned"),
+        ):
+            yield CounterMetricFamily(f"mixed_group_{name}", help_text, value=mixed[f"{name}_total"])
         mirror = snapshot["migration_mirror"]
         yield GaugeMetricFamily(
             "migration_mirror_lag_partitions",
