@@ -10,7 +10,7 @@ import sys
 import threading
 
 import pytest
-from cluster_support import Cluster, eventually
+from cluster_support import Cluster, eventually, group_partition
 from legacy_support import prepare_cluster
 from test_migration_walk import MEMBER_CONFIG, NODE_OVERRIDES, LegacyGroup, migrate_ok
 
@@ -125,3 +125,35 @@ def test_a_group_moves_member_by_member_from_legacy_to_coordinator_members(clust
         for member in coordinator:
             member.close()
         legacy.close()
+
+
+def test_a_node_failover_keeps_the_coordinator_members_partitions_owned_until_the_new_leader_takes_over(
+    zk, zk_connect, tmp_path
+):
+    prepare_cluster(zk, {TOPIC: PARTITIONS})
+    source = SyntheticSource(rate_per_partition=200, initial_records=100)
+    with Cluster(zk_connect, tmp_path / "log", tmp_path, NODE_OVERRIDES) as nodes:
+        nodes.start([1, 2])
+        leaders = nodes.wait_balanced(zk)
+        legacy = LegacyGroup(zk_connect, source)
+        coordinator: list[CoordinatorMember] = []
+        try:
+            legacy.start()
+            migrate_ok(zk_connect, "up", "--group", GROUP, "--to", "0001_dual_commit")
+            coordinator.append(CoordinatorMember(zk_connect, source))
+            eventually(lambda: consistent(zk, coordinator, 2), WAIT_S, "a mixed group of two")
+            thread = thread_of(next(iter(bridge_members(zk))))
+            held = {tp for tp, owner in converged(zk, GROUP).owners.items() if owner == thread}
+            epoch = store.read_bridge(zk, layout.DEFAULT_ROOT, GROUP).epoch
+            leader = leaders[group_partition(GROUP, nodes.num_partitions)][0]
+            nodes.nodes[leader].kill()
+            # Persistent owner znodes: the dead node's session takes none of them along.
+            owners = converged(zk, GROUP)
+            assert owners is not None and {tp for tp, o in owners.owners.items() if o == thread} == held
+            taken_over = lambda: store.read_bridge(zk, layout.DEFAULT_ROOT, GROUP).epoch > epoch  # noqa: E731
+            eventually(taken_over, WAIT_S, "the new leader took over")
+            eventually(lambda: consistent(zk, coordinator, 2), WAIT_S, "the mixed group after the failover")
+        finally:
+            for member in coordinator:
+                member.close()
+            legacy.close()
