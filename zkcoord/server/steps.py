@@ -2,9 +2,10 @@
 
 :class:`MigrationSteps` is the node's :class:`~zkcoord.runtime.RequestSteps`: before a JoinGroup enters the
 core, the single-protocol check (a group that ZooKeeper consumers run, or whose offsets are not in the log
-yet, takes no coordinator members); after the core answered, an OffsetCommit's accepted partitions go to the
-write-behind mirror (:mod:`zkcoord.server.mirror`), and an OffsetFetch in a MAX phase gets ZooKeeper's larger
-offsets (read on a greenlet of its own, so the hub never waits for ZooKeeper). The phases come from
+yet, takes no coordinator members, unless it is a mixed group that :mod:`zkcoord.server.bridge` runs); after
+the core answered, an OffsetCommit's accepted partitions go to the write-behind mirror
+(:mod:`zkcoord.server.mirror`), and an OffsetFetch in a MAX phase gets ZooKeeper's larger offsets (read on a
+greenlet of its own, so the hub never waits for ZooKeeper). The phases come from
 :mod:`zkcoord.server.migration`. :func:`max_fetch_response` and :func:`join_refusal_message` are the pure
 halves of the two ZooKeeper reads.
 
@@ -234,8 +235,8 @@ def join_refusal_message(group: str, legacy_ids: list[str], phase: Phase | None)
         listed = f"{shown} and {more} more" if more > 0 else shown
         return (
             f"group {group} is run by ZooKeeper (Kafka 0.8.2) consumers ({listed} under "
-            f"{layout.ids_path(group)}); a group cannot have members of both protocols: stop them, "
-            "or follow the runbook in docs/migration.md"
+            f"{layout.ids_path(group)}); only a mixed group has members of both protocols: "
+            f"`zkcoord migrate up --group {group} --to 0001_dual_commit` makes it one (docs/mixed-groups.md)"
         )
     if phase is not None and RULES[phase].client_member is None:
         return (
