@@ -12,7 +12,15 @@ import threading
 import pytest
 from cluster_support import Cluster, eventually, group_partition
 from legacy_support import prepare_cluster
-from test_migration_walk import MEMBER_CONFIG, NODE_OVERRIDES, LegacyGroup, migrate_ok
+from test_migration_walk import (
+    MEMBER_CONFIG,
+    NODE_OVERRIDES,
+    PARTITIONS,
+    TOPIC,
+    LegacyGroup,
+    cluster,  # noqa: F401 (the same one-node cluster fixture)
+    migrate_ok,
+)
 
 from zkcoord.bridge.core import thread_of
 from zkcoord.client.consumer import Consumer
@@ -23,18 +31,7 @@ from zkcoord.testing.legacy import converged
 from zkcoord.zk import layout
 
 GROUP = MEMBER_CONFIG["group.id"]
-TOPIC = "t"
-PARTITIONS = 8
 WAIT_S = 40
-
-
-@pytest.fixture
-def cluster(zk, zk_connect, tmp_path):
-    prepare_cluster(zk, {TOPIC: PARTITIONS})
-    with Cluster(zk_connect, tmp_path / "log", tmp_path, NODE_OVERRIDES) as nodes:
-        nodes.start([1])
-        nodes.wait_balanced(zk)
-        yield nodes
 
 
 class CoordinatorMember:
@@ -90,7 +87,8 @@ def consistent(zk, members: list[CoordinatorMember], registered: int) -> bool:
     return True
 
 
-def test_a_group_moves_member_by_member_from_legacy_to_coordinator_members(cluster, zk, zk_connect):
+@pytest.mark.usefixtures("cluster")
+def test_a_group_moves_member_by_member_from_legacy_to_coordinator_members(zk, zk_connect):
     source = SyntheticSource(rate_per_partition=200, initial_records=100)
     legacy = LegacyGroup(zk_connect, source)
     coordinator: list[CoordinatorMember] = []
