@@ -8,6 +8,7 @@ from zkcoord.admin.client import AdminClient
 from zkcoord.admin.model import (
     COORDINATOR,
     LEGACY,
+    MIXED,
     GroupAdminError,
     GroupDescription,
     GroupListing,
@@ -20,6 +21,7 @@ from zkcoord.admin.model import (
     Node,
     OffsetAndMetadata,
     OffsetDeletion,
+    OwnerMismatch,
     PartitionOffsetRow,
     ResetPlan,
     ResetSpec,
@@ -36,6 +38,7 @@ from zkcoord.errors import (
 __all__ = [
     "COORDINATOR",
     "LEGACY",
+    "MIXED",
     "AdminClient",
     "CoordinatorNotAvailableError",
     "GroupAdminError",
@@ -53,6 +56,7 @@ __all__ = [
     "Node",
     "OffsetAndMetadata",
     "OffsetDeletion",
+    "OwnerMismatch",
     "PartitionOffsetRow",
     "ResetPlan",
     "ResetSpec",

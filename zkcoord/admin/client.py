@@ -23,6 +23,7 @@ from zkcoord.admin.legacy_groups import LegacyGroups
 from zkcoord.admin.model import (
     COORDINATOR,
     LEGACY,
+    MIXED,
     GroupAdminError,
     GroupDescription,
     GroupListing,
@@ -35,6 +36,7 @@ from zkcoord.admin.model import (
     OffsetDeletion,
     ResetPlan,
     ResetSpec,
+    mixed_group,
     offset_rows,
     plan_reset,
 )
@@ -47,7 +49,7 @@ from zkcoord.errors import (
     UnknownTopicOrPartitionError,
 )
 from zkcoord.migration.phases import RULES, Phase, read_offset
-from zkcoord.migration.store import read_state
+from zkcoord.migration.store import read_bridge, read_state
 from zkcoord.model import Address, GroupState, TopicPartition
 from zkcoord.zk import layout
 from zkcoord.zk.nodes import discover_nodes, read_nodes
@@ -136,15 +138,21 @@ class AdminClient:
         return [listings[key] for key in sorted(listings, key=_kind_order)]
 
     def describe_consumer_groups(self, group_ids: Iterable[str]) -> list[GroupDescription]:
-        """One description per place each group exists in; GroupIdNotFoundError for a group that exists nowhere."""
-        return [description for group_id in group_ids for description in self._locate(group_id).values()]
+        """One description per place each group exists in, a mixed group's as one (kind MIXED, each member with
+        its kind); GroupIdNotFoundError for a group that exists nowhere."""
+        return [description for group_id in group_ids for description in self._describe(group_id).values()]
 
     def describe_consumer_group_offsets(self, group_ids: Iterable[str]) -> list[GroupOffsetsDescription]:
-        """``describe --offsets``: each group's partitions with committed offset, log end, lag and owner."""
+        """``describe --offsets``: each group's partitions with committed offset, log end, lag and owner; a mixed
+        group's offsets are those its readers see (the phase's rule)."""
         results = []
         for group_id in group_ids:
-            for kind, description in self._locate(group_id).items():
-                committed = {tp: o.offset for tp, o in self._committed(group_id, kind).items()}
+            for kind, description in self._describe(group_id).items():
+                if kind == MIXED:  # the bridge exists in DUAL_WRITE; a phase changing meanwhile has its own rule
+                    phase = self._migration_phase(group_id)
+                    committed = self._effective_committed(group_id, Phase.DUAL_WRITE if phase is None else phase)
+                else:
+                    committed = {tp: o.offset for tp, o in self._committed(group_id, kind).items()}
                 assigned = {tp for member in description.members for tp in member.assignment}
                 ends = self._end_offsets(sorted(assigned | set(committed))) or {}
                 results.append(GroupOffsetsDescription(description, offset_rows(description, committed, ends)))
@@ -251,6 +259,14 @@ class AdminClient:
         if not found and not missing_ok:
             raise GroupIdNotFoundError(f"Consumer group '{group_id}' does not exist.")
         return found
+
+    def _describe(self, group_id: str) -> dict[str, GroupDescription]:
+        """As :meth:`_locate`, but a mixed group (one with the bridge) is one description under MIXED."""
+        located = self._locate(group_id)
+        bridge = read_bridge(self._zookeeper(), self.root, group_id) if self.zookeeper_connect else None
+        if bridge is None or LEGACY not in located:
+            return located
+        return {MIXED: mixed_group(located[LEGACY], located.get(COORDINATOR), bridge)}
 
     def _default_kind(self) -> str:
         """Where a group that exists nowhere goes: the coordinator, as Kafka; legacy with only ZooKeeper."""

@@ -86,7 +86,7 @@ class LegacyGroups:
         owned: dict[str, list[TopicPartition]] = {}
         for tp, thread in snapshot.owners.items():
             owned.setdefault(consumer_of_thread(thread), []).append(tp)
-        members = tuple(MemberDescription(c, None, None, None, tuple(sorted(owned.get(c, ())))) for c in live)
+        members = tuple(MemberDescription(c, None, None, None, tuple(sorted(owned.get(c, ()))), LEGACY) for c in live)
         return GroupDescription(
             group_id, LEGACY, GroupState.STABLE if live else GroupState.EMPTY, "consumer", "", members, None
         )

@@ -20,11 +20,13 @@ from zkcoord.errors import (
     error_for,
 )
 from zkcoord.model import GroupState, TopicPartition
+from zkcoord.zk.layout import BridgeState
 
 log = logging.getLogger(__name__)
 
 COORDINATOR = "coordinator"
 LEGACY = "legacy"
+MIXED = "mixed"  # a group with the bridge: legacy and coordinator members share it (docs/mixed-groups.md)
 KINDS = (COORDINATOR, LEGACY)  # the order results come in when a group id exists in both places
 
 S = GroupState
@@ -97,18 +99,30 @@ class GroupListing:
 
 @dataclass(frozen=True)
 class MemberDescription:
-    """A member as DescribeGroups shows it; for a legacy group, one registration under ``ids``."""
+    """A member as DescribeGroups shows it; for a legacy group, one registration under ``ids`` (kind LEGACY)."""
 
     member_id: str
     group_instance_id: str | None
     client_id: str | None
     host: str | None
     assignment: tuple[TopicPartition, ...] = ()
+    kind: str = COORDINATOR
 
 
 def ordered_members(members: Iterable[MemberDescription]) -> tuple[MemberDescription, ...]:
     """Members in a stable order (docs/admin.md): by ``group.instance.id``, then member id."""
     return tuple(sorted(members, key=lambda m: (m.group_instance_id or "", m.member_id)))
+
+
+@dataclass(frozen=True)
+class OwnerMismatch:
+    """A coordinator member of a mixed group whose owner znodes (those naming its thread) are not the partitions
+    the coordinator assigned it: expected during a rebalance, a fault when it lasts."""
+
+    member_id: str
+    consumer_id: str | None  # its 0.8.2 consumer id (None: not registered in ZooKeeper)
+    owned: tuple[TopicPartition, ...]
+    assigned: tuple[TopicPartition, ...] | None  # None: the coordinator no longer has the member
 
 
 @dataclass(frozen=True)
@@ -120,6 +134,7 @@ class GroupDescription:
     protocol: str  # the assignment strategy ("" unless Stable, as DescribeGroups answers)
     members: tuple[MemberDescription, ...]
     coordinator: Node | None  # None for a legacy group
+    mismatches: tuple[OwnerMismatch, ...] = ()  # only a mixed group has any
 
     @property
     def is_inactive(self) -> bool:
@@ -156,6 +171,41 @@ def coordinator_group(
     )
 
 
+def mixed_group(
+    legacy: GroupDescription, coordinator: GroupDescription | None, bridge: BridgeState
+) -> GroupDescription:
+    """One description of a mixed group from its two halves. Legacy members are the registrations the bridge
+    does not hold, with the partitions their owner znodes give them; coordinator members are the coordinator's,
+    with its assignment, and the bridge's registrations the coordinator no longer has, with their owner znodes
+    (they hold those partitions until a node releases them). The group rebalances while its coordinator half
+    does; otherwise it is Stable with members, Empty without."""
+    owned = {member.member_id: member.assignment for member in legacy.members}  # by consumer id
+    consumer_ids = {member.member_id: member.consumer_id for member in bridge.members}
+    legacy_members = [member for member in legacy.members if member.member_id not in bridge.consumer_ids]
+    coordinator_members = list(coordinator.members) if coordinator is not None else []
+    mismatches = []
+    for member in coordinator_members:
+        consumer_id = consumer_ids.get(member.member_id)
+        held = owned.get(consumer_id, ()) if consumer_id is not None else ()
+        if set(held) != set(member.assignment):
+            mismatches.append(OwnerMismatch(member.member_id, consumer_id, held, member.assignment))
+    present = {member.member_id for member in coordinator_members}
+    for departed in (member for member in bridge.members if member.member_id not in present):
+        held = owned.get(departed.consumer_id, ())
+        coordinator_members.append(MemberDescription(departed.member_id, departed.instance_id, None, None, held))
+        mismatches.append(OwnerMismatch(departed.member_id, departed.consumer_id, held, None))
+    members = ordered_members(legacy_members) + ordered_members(coordinator_members)
+    rebalancing = (GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE)
+    if coordinator is not None and coordinator.state in rebalancing:
+        state = coordinator.state
+    else:
+        state = GroupState.STABLE if members else GroupState.EMPTY
+    node = coordinator.coordinator if coordinator is not None else None
+    return GroupDescription(
+        legacy.group_id, MIXED, state, "consumer", bridge.strategy, members, node, tuple(mismatches)
+    )
+
+
 @dataclass(frozen=True)
 class OffsetAndMetadata:
     offset: int
@@ -183,6 +233,7 @@ class PartitionOffsetRow:
     consumer_id: str | None
     host: str | None
     client_id: str | None
+    kind: str | None = None  # the member's (None: no member has the partition)
 
 
 @dataclass(frozen=True)
@@ -280,6 +331,7 @@ def offset_rows(
             member.member_id if member else None,
             member.host if member else None,
             member.client_id if member else None,
+            member.kind if member else None,
         )
 
     rows: list[PartitionOffsetRow] = []

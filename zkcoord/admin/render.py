@@ -3,6 +3,7 @@
 Tables follow ConsumerGroupCommand's format strings: each column left-aligned to the larger of Kafka's
 minimum width and its longest value, one space apart, "-" for an unknown value, a blank line before each
 table. Trailing spaces are stripped. A legacy group is labelled "<group> (legacy)" wherever its id is printed.
+A mixed group's tables have a KIND column (``legacy`` or ``coordinator``) before CONSUMER-ID.
 
 Pure: builds strings and plain data from zkcoord.admin.model results; no IO. Must not import the client.
 """
@@ -13,6 +14,7 @@ from collections.abc import Iterable, Sequence
 
 from zkcoord.admin.model import (
     LEGACY,
+    MIXED,
     GroupDescription,
     GroupListing,
     GroupOffsetsDescription,
@@ -21,6 +23,7 @@ from zkcoord.admin.model import (
     MemberRemoval,
     Node,
     OffsetDeletion,
+    OwnerMismatch,
     PartitionOffsetRow,
     ResetPlan,
     describe_error,
@@ -66,6 +69,11 @@ def _width(minimum: int, values: Iterable[object]) -> int:
     return max([minimum, *(len(_text(v)) for v in values)])
 
 
+def _with_kind(cells: Sequence, at: int, kind: object) -> list:
+    """A mixed group's line: ``kind`` (a width, a header or a member's kind) inserted at column ``at``."""
+    return [*cells[:at], kind, *cells[at:]]
+
+
 # ---- list --------------------------------------------------------------------------------------------------
 
 
@@ -93,8 +101,30 @@ def state_notice(description: GroupDescription) -> str | None:
     return None
 
 
+def mismatch_notices(description: GroupDescription) -> list[str]:
+    """stderr lines for a mixed group's coordinator members whose owner znodes and assignment differ."""
+    return [_mismatch_notice(description.group_id, mismatch) for mismatch in description.mismatches]
+
+
+def _mismatch_notice(group_id: str, mismatch: OwnerMismatch) -> str:
+    who = f"Warning: coordinator member {mismatch.member_id} of consumer group '{group_id}'"
+    if mismatch.consumer_id is None:
+        return f"{who} is not registered in ZooKeeper; it is assigned {format_assignment(mismatch.assigned or ())}."
+    owned = format_assignment(mismatch.owned)
+    if mismatch.assigned is None:
+        return (
+            f"{who} is gone from the coordinator; its registration {mismatch.consumer_id} still owns {owned} "
+            "until a node releases it."
+        )
+    return (
+        f"{who} is assigned {format_assignment(mismatch.assigned)} but the owner znodes give its thread "
+        f"{mismatch.consumer_id}-0 {owned}."
+    )
+
+
 def offsets_lines(result: GroupOffsetsDescription) -> list[str]:
-    """``--describe --offsets``: GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG CONSUMER-ID HOST CLIENT-ID."""
+    """``--describe --offsets``: GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG [KIND] CONSUMER-ID HOST
+    CLIENT-ID."""
     if not result.rows:
         return []
     group = label(result.description.group_id, result.description.kind)
@@ -110,7 +140,14 @@ def offsets_lines(result: GroupOffsetsDescription) -> list[str]:
         _width(15, (r.host for r in rows)),
         None,
     ]
-    return ["", _line(widths, OFFSETS_HEADER)] + [_line(widths, (group, *_row_values(r))) for r in rows]
+    header = OFFSETS_HEADER
+    lines = [(group, *_row_values(r)) for r in rows]
+    if result.description.kind == MIXED:
+        kind_at = OFFSETS_HEADER.index("CONSUMER-ID")
+        widths = _with_kind(widths, kind_at, _width(4, (r.kind for r in rows)))
+        header = _with_kind(header, kind_at, "KIND")
+        lines = [_with_kind(line, kind_at, r.kind) for line, r in zip(lines, rows, strict=True)]
+    return ["", _line(widths, header)] + [_line(widths, line) for line in lines]
 
 
 def _row_values(row: PartitionOffsetRow) -> tuple:
@@ -137,8 +174,8 @@ def format_assignment(partitions: Iterable[TopicPartition]) -> str:
 
 
 def members_lines(description: GroupDescription, verbose: bool) -> list[str]:
-    """``--describe --members``: GROUP CONSUMER-ID [GROUP-INSTANCE-ID] HOST CLIENT-ID #PARTITIONS [ASSIGNMENT].
-    GROUP-INSTANCE-ID appears when some member has one, as in Kafka."""
+    """``--describe --members``: GROUP [KIND] CONSUMER-ID [GROUP-INSTANCE-ID] HOST CLIENT-ID #PARTITIONS
+    [ASSIGNMENT]. GROUP-INSTANCE-ID appears when some member has one, as in Kafka."""
     members = description.members
     if not members:
         return []
@@ -162,9 +199,12 @@ def members_lines(description: GroupDescription, verbose: bool) -> list[str]:
         return (*values, assignment) if verbose else values
 
     header = cells(("GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS"), "ASSIGNMENT")
-    return ["", _line(widths, header)] + [
-        _line(widths, cells(_member_values(group, m), format_assignment(m.assignment))) for m in members
-    ]
+    lines = [cells(_member_values(group, m), format_assignment(m.assignment)) for m in members]
+    if description.kind == MIXED:
+        widths = _with_kind(widths, 1, _width(4, (m.kind for m in members)))
+        header = _with_kind(header, 1, "KIND")
+        lines = [_with_kind(line, 1, m.kind) for line, m in zip(lines, members, strict=True)]
+    return ["", _line(widths, header)] + [_line(widths, line) for line in lines]
 
 
 def _member_values(group: str, member: MemberDescription) -> tuple:
@@ -281,12 +321,30 @@ def _group_json(description: GroupDescription) -> dict:
     return {"group": description.group_id, "kind": description.kind, "state": description.state}
 
 
+def _mismatches_json(description: GroupDescription) -> dict:
+    """A mixed group's owner mismatches (nothing for another group)."""
+    if description.kind != MIXED:
+        return {}
+    return {
+        "owner_mismatches": [
+            {
+                "member_id": m.member_id,
+                "consumer_id": m.consumer_id,
+                "owned": [_partition(tp) for tp in sorted(m.owned)],
+                "assigned": None if m.assigned is None else [_partition(tp) for tp in sorted(m.assigned)],
+            }
+            for m in description.mismatches
+        ]
+    }
+
+
 def offsets_json(result: GroupOffsetsDescription) -> dict:
     keys = ("topic", "partition", "current_offset", "log_end_offset", "lag", "consumer_id", "host", "client_id")
     return {
         **_group_json(result.description),
         "coordinator": _node(result.description.coordinator),
-        "offsets": [dict(zip(keys, _row_values(row), strict=True)) for row in result.rows],
+        "offsets": [{**dict(zip(keys, _row_values(row), strict=True)), "kind": row.kind} for row in result.rows],
+        **_mismatches_json(result.description),
     }
 
 
@@ -295,6 +353,7 @@ def members_json(description: GroupDescription) -> dict:
         **_group_json(description),
         "members": [
             {
+                "kind": m.kind,
                 "consumer_id": m.member_id,
                 "group_instance_id": m.group_instance_id,
                 "host": m.host,
@@ -304,6 +363,7 @@ def members_json(description: GroupDescription) -> dict:
             }
             for m in description.members
         ],
+        **_mismatches_json(description),
     }
 
 

@@ -156,6 +156,7 @@ def _groups_describe(client, args: argparse.Namespace) -> int:
             if not args.json:
                 if (notice := render.state_notice(description)) is not None:
                     print(notice, file=sys.stderr)
+                _print_lines(render.mismatch_notices(description), sys.stderr)
                 _print_lines(lines)
     if args.json:
         emit_json(documents)

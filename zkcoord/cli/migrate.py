@@ -108,6 +108,8 @@ def _migrate_status(runner, groups: list[str], args: argparse.Namespace) -> int:
                 "under_way": None if state is None or state.pending is None else "{} {}".format(*state.pending),
                 "next": status.next_step,
                 "legacy_members": status.legacy_members,
+                "legacy_jvm_members": status.legacy_jvm_members,
+                "legacy_zkcoord_members": status.legacy_zkcoord_members,
                 "coordinator_members": status.coordinator_members,  # None: no coordinator answered
                 "kafka_copy": None if state is None or state.kafka_copy is None else asdict(state.kafka_copy),
             }
@@ -115,7 +117,17 @@ def _migrate_status(runner, groups: list[str], args: argparse.Namespace) -> int:
     if args.json:
         emit_json(rows)
         return EXIT_OK
-    header = ("GROUP", "PHASE", "EPOCH", "APPLIED", "UNDER-WAY", "NEXT", "LEGACY-MEMBERS", "COORDINATOR-MEMBERS")
+    header = (
+        "GROUP",
+        "PHASE",
+        "EPOCH",
+        "APPLIED",
+        "UNDER-WAY",
+        "NEXT",
+        "LEGACY-JVM-MEMBERS",
+        "LEGACY-ZKCOORD-MEMBERS",
+        "COORDINATOR-MEMBERS",
+    )
     print_table(
         [
             (
@@ -125,7 +137,8 @@ def _migrate_status(runner, groups: list[str], args: argparse.Namespace) -> int:
                 r["applied"][-1] if r["applied"] else "-",
                 r["under_way"] or "-",
                 r["next"] or "-",
-                r["legacy_members"],
+                r["legacy_jvm_members"],
+                r["legacy_zkcoord_members"],
                 "-" if r["coordinator_members"] is None else r["coordinator_members"],
             )
             for r in rows

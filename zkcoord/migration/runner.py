@@ -274,8 +274,13 @@ class GroupStatus:
     group: str
     state: MigrationState | None
     steps: list[Step]
-    legacy_members: int = 0
+    legacy_jvm_members: int = 0  # registrations without a zkcoord advertisement: Kafka 0.8.2 JVM consumers
+    legacy_zkcoord_members: int = 0
     coordinator_members: int | None = 0  # None: no coordinator answered
+
+    @property
+    def legacy_members(self) -> int:
+        return self.legacy_jvm_members + self.legacy_zkcoord_members
 
     @property
     def phase(self) -> Phase:
@@ -332,7 +337,9 @@ class Runner:
         state, _ = store.read_state(self.zk, self.root, group)
         status = GroupStatus(group, state, self.steps)
         if members:
-            status.legacy_members = len(store.live_legacy_members(self.zk, self.root, group))
+            legacy = store.live_legacy_members(self.zk, self.root, group)
+            status.legacy_jvm_members = sum(member.is_jvm for member in legacy)
+            status.legacy_zkcoord_members = len(legacy) - status.legacy_jvm_members
             members = None  # unknown without a coordinator, which a group in ZK_ONLY does not need
             if self.channel.addresses():
                 try:
