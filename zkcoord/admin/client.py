@@ -148,7 +148,9 @@ class AdminClient:
         results = []
         for group_id in group_ids:
             for kind, description in self._describe(group_id).items():
-                if kind == MIXED:  # the bridge exists in DUAL_WRITE; a phase changing meanwhile has its own rule
+                if kind == MIXED and description.coordinator is None:  # no node answers: ZooKeeper is all there is
+                    committed = {tp: o.offset for tp, o in self._committed(group_id, LEGACY).items()}
+                elif kind == MIXED:  # the bridge exists in DUAL_WRITE; a phase changing meanwhile has its own rule
                     phase = self._migration_phase(group_id)
                     committed = self._effective_committed(group_id, Phase.DUAL_WRITE if phase is None else phase)
                 else:

@@ -321,6 +321,11 @@ def _group_json(description: GroupDescription) -> dict:
     return {"group": description.group_id, "kind": description.kind, "state": description.state}
 
 
+def _kind_json(description: GroupDescription, kind: str | None) -> dict:
+    """A mixed group's member kind, on each of its rows and members (nothing for another group)."""
+    return {"kind": kind} if description.kind == MIXED else {}
+
+
 def _mismatches_json(description: GroupDescription) -> dict:
     """A mixed group's owner mismatches (nothing for another group)."""
     if description.kind != MIXED:
@@ -343,7 +348,10 @@ def offsets_json(result: GroupOffsetsDescription) -> dict:
     return {
         **_group_json(result.description),
         "coordinator": _node(result.description.coordinator),
-        "offsets": [{**dict(zip(keys, _row_values(row), strict=True)), "kind": row.kind} for row in result.rows],
+        "offsets": [
+            {**dict(zip(keys, _row_values(row), strict=True)), **_kind_json(result.description, row.kind)}
+            for row in result.rows
+        ],
         **_mismatches_json(result.description),
     }
 
@@ -353,7 +361,7 @@ def members_json(description: GroupDescription) -> dict:
         **_group_json(description),
         "members": [
             {
-                "kind": m.kind,
+                **_kind_json(description, m.kind),
                 "consumer_id": m.member_id,
                 "group_instance_id": m.group_instance_id,
                 "host": m.host,
