@@ -9,6 +9,7 @@ from zkcoord.admin.model import (
     GroupDescription,
     GroupOffsetsDescription,
     MemberDescription,
+    Node,
     OwnerMismatch,
     mixed_group,
     offset_rows,
@@ -65,7 +66,16 @@ def test_a_registration_the_coordinator_lost_still_holds_its_partitions():
     assert [(m.kind, m.member_id, m.assignment) for m in mixed.members][1] == (COORDINATOR, "client-1", (tp(2), tp(3)))
     assert mixed.coordinator is None and mixed.state == "Stable"
     assert mixed.mismatches == (OwnerMismatch("client-1", BRIDGED, (tp(2), tp(3)), None),)
-    assert "is gone from the coordinator" in render.mismatch_notices(mixed)[0]
+    assert render.mismatch_notices(mixed) == [
+        "Warning: coordinator member client-1 of consumer group 'g' has no coordinator answering; its registration "
+        f"{BRIDGED} still owns t(2,3) until a node releases it."
+    ]
+    node = Node(1, "127.0.0.1", 9092)
+    coordinator_left = GroupDescription("g", COORDINATOR, "Empty", "consumer", "", (), node)
+    assert (
+        "is gone from the coordinator"
+        in render.mismatch_notices(mixed_group(legacy_half((tp(2), tp(3))), coordinator_left, BRIDGE))[0]
+    )
 
 
 def test_offsets_and_members_tables_have_a_kind_column():

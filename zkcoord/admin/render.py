@@ -103,19 +103,17 @@ def state_notice(description: GroupDescription) -> str | None:
 
 def mismatch_notices(description: GroupDescription) -> list[str]:
     """stderr lines for a mixed group's coordinator members whose owner znodes and assignment differ."""
-    return [_mismatch_notice(description.group_id, mismatch) for mismatch in description.mismatches]
+    return [_mismatch_notice(description, mismatch) for mismatch in description.mismatches]
 
 
-def _mismatch_notice(group_id: str, mismatch: OwnerMismatch) -> str:
-    who = f"Warning: coordinator member {mismatch.member_id} of consumer group '{group_id}'"
+def _mismatch_notice(description: GroupDescription, mismatch: OwnerMismatch) -> str:
+    who = f"Warning: coordinator member {mismatch.member_id} of consumer group '{description.group_id}'"
     if mismatch.consumer_id is None:
         return f"{who} is not registered in ZooKeeper; it is assigned {format_assignment(mismatch.assigned or ())}."
     owned = format_assignment(mismatch.owned)
     if mismatch.assigned is None:
-        return (
-            f"{who} is gone from the coordinator; its registration {mismatch.consumer_id} still owns {owned} "
-            "until a node releases it."
-        )
+        gone = "has no coordinator answering" if description.coordinator is None else "is gone from the coordinator"
+        return f"{who} {gone}; its registration {mismatch.consumer_id} still owns {owned} until a node releases it."
     return (
         f"{who} is assigned {format_assignment(mismatch.assigned)} but the owner znodes give its thread "
         f"{mismatch.consumer_id}-0 {owned}."
