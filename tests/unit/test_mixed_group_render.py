@@ -60,6 +60,18 @@ def test_owner_znodes_that_differ_from_the_assignment_are_a_mismatch():
     ]
 
 
+def test_a_member_the_bridge_has_not_registered_yet_is_named_once_it_has_partitions():
+    joining = MemberDescription("client-2", None, "app", "/10.0.0.8", (tp(4),))
+    members = (*coordinator_half().members, joining)
+    coordinator = GroupDescription("g", COORDINATOR, "Stable", "consumer", "range", members, None)
+    mixed = mixed_group(legacy_half((tp(2), tp(3))), coordinator, BRIDGE)
+    assert mixed.mismatches == (OwnerMismatch("client-2", None, (), (tp(4),)),)
+    assert render.mismatch_notices(mixed) == [
+        "Warning: coordinator member client-2 of consumer group 'g' is not registered in ZooKeeper; it is assigned "
+        "t(4)."
+    ]
+
+
 def test_a_registration_the_coordinator_lost_still_holds_its_partitions():
     """Every node gone: the bridge's registration and owner znodes stay, and the view says who holds what."""
     mixed = mixed_group(legacy_half((tp(2), tp(3))), None, BRIDGE)
