@@ -127,4 +127,4 @@ def test_status_works_before_any_coordinator_node_exists(zk, zk_connect, capsys)
     write_offsets(zk, "g", {("t", 0): 5})
     code, out, _ = run(capsys, zk_connect, "status", "--group", "g")
     assert code == 0
-    assert out.splitlines()[1].split() == ["g", "ZK_ONLY", "0", "-", "-", "0001_dual_commit", "0", "-"]
+    assert out.splitlines()[1].split() == ["g", "ZK_ONLY", "0", "-", "-", "0001_dual_commit", "0", "0", "-"]
