@@ -70,6 +70,8 @@ def test_a_jvm_member_is_named_when_reading_from_the_log_is_refused(node, zk, zk
     assert "refusing to run 0003_read_from_log up" in err
     assert "g_jvm-host-1-abcd has no zkcoord advertisement" in err and "JVM" in err
     assert state_of(zk).phase == Phase.DUAL_WRITE  # nothing changed
+    [status] = json.loads(run(capsys, zk_connect, "status", "--group", "g", "--json")[1])
+    assert (status["legacy_jvm_members"], status["legacy_zkcoord_members"], status["legacy_members"]) == (1, 0, 1)
 
 
 def test_verify_exits_non_zero_on_a_regression_and_names_the_partition(node, zk, zk_connect, capsys):
