@@ -129,6 +129,7 @@ def test_the_rules_table_matches_the_documented_reads_and_writes():
     assert RULES[Phase.ZK_ONLY].client_member is None  # JoinGroup refused
     assert [RULES[p].coordinator_mirror for p in Phase] == [True, True, True, False]
     assert [RULES[p].coordinator_fetch for p in Phase] == [MAX, MAX, LOG, LOG]
+    assert [RULES[p].mixed_members for p in Phase] == [False, True, False, False]  # mixed groups: DUAL_WRITE only
 
 
 @given(st.none() | st.integers(0, 100), st.none() | st.integers(0, 100))
