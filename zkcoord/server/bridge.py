@@ -326,15 +326,19 @@ class MixedGroups:
         """The members that left revoked first: their partitions are released, then their registrations."""
         respond(response)
         errors = [m.error_code for m in response.members] or [response.error_code] * len(request.members)
-        with gevent.Timeout(ZOOKEEPER_TIMEOUT_S * 2), self.bridged[request.group_id].lock:
-            for member, error in zip(request.members, errors, strict=False):
-                view = self._read(request.group_id)
-                consumer_id = (
-                    None if view is None else self._consumer_id(view, member.member_id, member.group_instance_id)
-                )
-                if consumer_id is not None and error == 0:
-                    owned = bridge.owned_by(view.owners, [consumer_id])
-                    self._carry_out(request.group_id, view, bridge.leave_plan(consumer_id, owned))
+        try:
+            with gevent.Timeout(ZOOKEEPER_TIMEOUT_S * 2), self.bridged[request.group_id].lock:
+                for member, error in zip(request.members, errors, strict=False):
+                    view = self._read(request.group_id)
+                    consumer_id = (
+                        None if view is None else self._consumer_id(view, member.member_id, member.group_instance_id)
+                    )
+                    if consumer_id is not None and error == 0:
+                        owned = bridge.owned_by(view.owners, [consumer_id])
+                        self._carry_out(request.group_id, view, bridge.leave_plan(consumer_id, owned))
+        except (KazooException, gevent.Timeout, BridgeFenced) as error:
+            # The periodic check releases them once the core has been without them for the grace period.
+            log.warning("cannot release the members that left group=%s yet: %r", request.group_id, error)
 
     # -- carrying out plans ----------------------------------------------------------------------------------
 
