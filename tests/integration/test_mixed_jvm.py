@@ -15,6 +15,7 @@ A JVM member claims the owner znode before it fetches and stops fetching before 
 has one owner, which covers the JVM members.
 """
 
+import collections
 import contextlib
 import re
 import threading
@@ -285,8 +286,8 @@ def held_without_owner_znode(events: list[dict], group: str, reads) -> list[str]
 class MixedJvmGroup:
     """One DUAL_WRITE group of JVM and coordinator members on the session's broker."""
 
-    def __init__(self, kafka, node, jvm: JvmMembers, zk: KazooClient):
-        self.kafka, self.node, self.jvm, self.zk = kafka, node, jvm, zk
+    def __init__(self, kafka, jvm: JvmMembers, zk: KazooClient):
+        self.kafka, self.jvm, self.zk = kafka, jvm, zk
         self.name = f"mixjvm-{uuid.uuid4().hex[:8]}"
         self.topic = f"mixjvm-{uuid.uuid4().hex[:8]}"
         kafka.create_topic(self.topic, PARTITIONS)
@@ -295,7 +296,6 @@ class MixedJvmGroup:
         self.coordinator: list[ZkcoordMember | RdkafkaMember] = []
         self.jvm_threads: dict[str, str] = {}
         self.owner_poll = OwnerPoll(zk, self.name, self.topic)
-        self.produced = 0
 
     def jvm_member(self, name: str, properties: dict) -> JvmMember:
         member = self.jvm.driver(
@@ -343,12 +343,12 @@ class MixedJvmGroup:
         wait_until(self.consistent, timeout=WAIT_S, interval=0.1, what=f"{self.name} consistent after {what}")
 
     def owner_of(self, thread: str) -> Callable[[], dict[int, list[str]]] | None:
-        """What the member owning as ``thread`` consumed, partition → values."""
-        if thread in self.jvm_threads:
-            member = next(m for m in self.legacy.values() if m.name == self.jvm_threads[thread])
-            return lambda: {p: [r.value for r in member.records() if r.partition == p] for p in range(PARTITIONS)}
-        by_member = {member_id: t for member_id, t in self.bridge_threads().items()}
-        member = next((m for m in self.coordinator if by_member.get(m.member_id) == thread), None)
+        """What the live member owning as ``thread`` consumed, partition → values; None if no live member does."""
+        jvm = next((m for m in self.legacy.values() if self.jvm_threads.get(thread) == m.name), None)
+        if jvm is not None:
+            return lambda: {p: [r.value for r in jvm.records() if r.partition == p] for p in range(PARTITIONS)}
+        threads = self.bridge_threads()
+        member = next((m for m in self.coordinator if threads.get(m.member_id) == thread), None)
         return None if member is None else (lambda: member.consumed)
 
     def live_owners_consume(self, step: str) -> None:
@@ -356,7 +356,6 @@ class MixedJvmGroup:
         and that member consumes the marked record."""
         for partition in range(PARTITIONS):
             self.kafka.produce(self.topic, [f"{step}-{partition}".encode()], partition=partition)
-        self.produced += PARTITIONS
 
         def consumed() -> bool:
             owners = converged(self.zk, self.name)
@@ -370,6 +369,13 @@ class MixedJvmGroup:
 
         wait_until(consumed, timeout=WAIT_S, interval=0.2, what=f"every partition's owner to consume after {step}")
 
+    def duplicates(self) -> dict[str, int]:
+        """Values more than one member consumed, or one member more than once, and how often (printed, not
+        failed: a SIGKILLed JVM member's last auto-commit interval may be consumed again)."""
+        values = [v for m in self.jvm.members for v in m.values()]
+        values += [v for m in self.coordinator for consumed in list(m.consumed.values()) for v in consumed]
+        return {value: count for value, count in collections.Counter(values).items() if count > 1}
+
     def close(self) -> None:
         self.owner_poll.close()
         for member in self.coordinator:
@@ -377,29 +383,23 @@ class MixedJvmGroup:
 
 
 @pytest.fixture
-def mixed(kafka, node, tmp_path):
+def group(kafka, node, tmp_path):
+    """A fresh group and topic on the session's broker; every member the test starts is stopped at teardown."""
     zk = KazooClient(hosts=kafka.zk_connect)
     zk.start(timeout=15)
-    groups: list[MixedJvmGroup] = []
     try:
         with JvmMembers(tmp_path / "jvm") as jvm:
-
-            def new_group() -> MixedJvmGroup:
-                groups.append(MixedJvmGroup(kafka, node, jvm, zk))
-                return groups[-1]
-
+            mixed = MixedJvmGroup(kafka, jvm, zk)
             try:
-                yield new_group
+                yield mixed
             finally:
-                for group in groups:
-                    group.close()
+                mixed.close()
     finally:
         zk.stop()
         zk.close()
 
 
-def test_jvm_zkcoord_and_librdkafka_members_own_what_the_owner_znodes_say(mixed, kafka, node):
-    group = mixed()
+def test_jvm_zkcoord_and_librdkafka_members_own_what_the_owner_znodes_say(group, kafka, node):
     first = group.jvm_member(BEFORE_BRIDGE, {})
     last = group.jvm_member(AFTER_BRIDGE, {})
     group.settle("two JVM members")
@@ -423,10 +423,10 @@ def test_jvm_zkcoord_and_librdkafka_members_own_what_the_owner_znodes_say(mixed,
     unfenced = held_without_owner_znode(group.traces.events, group.name, group.owner_poll.reads)
     assert unfenced == [], (unfenced[:10], timeline(group.traces.events))
     assert group.jvm.gave_up_rebalancing() == []
+    print("consumed more than once:", group.duplicates())
 
 
-def test_every_partition_gets_a_live_owner_with_default_timings(mixed, kafka, node):
-    group = mixed()
+def test_every_partition_gets_a_live_owner_with_default_timings(group, kafka, node):
     poked = pokes(node)
     first = group.jvm_member(BEFORE_BRIDGE, JVM_DEFAULT_REBALANCE)
     last = group.jvm_member(AFTER_BRIDGE, JVM_DEFAULT_REBALANCE)
@@ -453,6 +453,7 @@ def test_every_partition_gets_a_live_owner_with_default_timings(mixed, kafka, no
     group.stop(last)
     group.settle("the last JVM member left")
     group.live_owners_consume("left")
+    print("consumed more than once:", group.duplicates())
     assert group.jvm.gave_up_rebalancing() == [AFTER_BRIDGE]
     assert f"group={group.name} has unowned partitions" in node.log_tail(10**7) and pokes(node) > poked
 
