@@ -152,8 +152,9 @@ class ZkcoordMember(Polled):
 
 
 class RdkafkaMember(Polled):
-    """librdkafka through the node's Kafka listener; its trace is written here: an assignment from its callback
-    (``monotonic_before``) until the poll that ran the callback returned (``monotonic_after``)."""
+    """librdkafka through the node's Kafka listener; its trace is written here. Its rebalance callbacks change
+    the assignment themselves (``assign``/``unassign`` return once librdkafka applied it), so an assignment event
+    spans the callback's call: ``monotonic_before`` on entry, ``monotonic_after`` once the change is made."""
 
     def __init__(self, node, group: str, topic: str, traces: Traces, **config):
         super().__init__()
@@ -161,7 +162,6 @@ class RdkafkaMember(Polled):
         self.traces = traces
         self.owned: set[TopicPartition] = set()
         self.member_id = ""  # read on the poll thread: memberid() from another thread can wait on its poll
-        self._changes: list[dict] = []  # assignment events whose poll has not returned yet
         self.consumer = RdkafkaConsumer(
             {
                 "bootstrap.servers": node.kafka_bootstrap,
@@ -177,33 +177,30 @@ class RdkafkaMember(Polled):
         self.consumer.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
         self.start()
 
-    def _change(self, owned: set[TopicPartition]) -> None:
+    def _traced(self, owned: set[TopicPartition], change: Callable[[], None]) -> None:
+        before = time.monotonic()
+        change()
         self.owned = owned
-        self._changes.append(
-            make_event(
-                "client.assignment",
-                int(time.time() * 1000),
-                self.traces.group,
-                self.name,
-                assignment={self.name: [list(tp) for tp in sorted(owned)]},
-                generation=-1,
-                member_id=self.member_id,
-                monotonic_before=time.monotonic(),
-            )
+        self.traces.emit(
+            "client.assignment",
+            self.name,
+            assignment={self.name: [list(tp) for tp in sorted(owned)]},
+            generation=-1,
+            member_id=self.member_id,
+            monotonic_before=before,
+            monotonic_after=time.monotonic(),
         )
 
     def _on_assign(self, consumer, partitions) -> None:
         self.member_id = consumer.memberid()
-        self._change({TopicPartition(p.topic, p.partition) for p in partitions})
+        self._traced({TopicPartition(p.topic, p.partition) for p in partitions}, lambda: consumer.assign(partitions))
 
     def _on_revoke(self, consumer, partitions) -> None:
-        self._change(set())  # eager: every partition goes (on_lost, when not given, comes here too)
+        # Eager: every partition goes (on_lost, when not given, comes here too).
+        self._traced(set(), consumer.unassign)
 
     def poll(self) -> None:
         message = self.consumer.poll(0.1)
-        for change in self._changes:
-            self.traces({**change, "monotonic_after": time.monotonic()})
-        self._changes.clear()
         if message is not None and message.error() is None:
             self.consumed.setdefault(message.partition(), []).append(message.value().decode())
             self.traces.emit(
