@@ -456,9 +456,9 @@ def test_every_partition_gets_a_live_owner_with_default_timings(group, kafka, no
 
 
 def pokes(node) -> int:
-    """The node's ``mixed_group_pokes_total``."""
+    """The node's ``mixed_group_legacy_retriggers_total``."""
     metrics = urllib.request.urlopen(f"http://{HOST}:{node.metrics_port}/metrics", timeout=5).read().decode()
-    return int(float(re.search(r"^mixed_group_pokes_total (\S+)$", metrics, re.MULTILINE)[1]))
+    return int(float(re.search(r"^mixed_group_legacy_retriggers_total (\S+)$", metrics, re.MULTILINE)[1]))
 
 
 def timeline(events: list[dict]) -> str:
