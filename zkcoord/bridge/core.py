@@ -205,19 +205,18 @@ def assignment_error(error: LegacyAssignmentError | UnsupportedFilterError) -> s
     return f"the group's 0.8.2 assignment cannot be computed: {error}"
 
 
-def liveness_warning(session_timeout_ms: int, legacy_window_ms: int) -> str | None:
-    """Numbers for an operator when a member may see a rebalance later than a JVM member keeps retrying.
+def liveness_warning(rebalance_timeout_ms: int, legacy_window_ms: int) -> str | None:
+    """Numbers for an operator when a member may revoke later than a JVM member keeps retrying its claims.
 
-    A classic member learns of a rebalance at its next heartbeat (Kafka's clients beat every third of the
-    session timeout by default) and revokes at its next poll; a JVM member gives up after
-    ``rebalance.max.retries`` × ``rebalance.backoff.ms``. The bridge re-triggers the JVM members' rebalance
-    when that happened, so this is a warning, not a refusal.
+    An eager member revokes in its next poll, which may come as late as its rebalance timeout (Kafka's
+    ``max.poll.interval.ms``) after the rebalance began; a JVM member gives up after ``rebalance.max.retries`` ×
+    ``rebalance.backoff.ms``. The bridge re-triggers the JVM members' rebalance when that happened, so this is a
+    warning, not a refusal. (The heartbeat interval, the other delay, is not in JoinGroup.)
     """
-    heartbeat_ms = session_timeout_ms // 3
-    if heartbeat_ms <= legacy_window_ms:
+    if rebalance_timeout_ms <= legacy_window_ms:
         return None
     return (
-        f"this member may take {heartbeat_ms} ms (a third of session.timeout.ms {session_timeout_ms}) to see a "
-        f"rebalance, while a JVM member gives up after {legacy_window_ms} ms (rebalance.max.retries × "
-        "rebalance.backoff.ms); the bridge then re-triggers the JVM members' rebalance"
+        f"this member may take up to {rebalance_timeout_ms} ms (max.poll.interval.ms) to revoke its partitions in "
+        f"a rebalance, while a JVM member gives up its claims after {legacy_window_ms} ms (rebalance.max.retries × "
+        "rebalance.backoff.ms); the bridge then re-triggers the JVM members' rebalance once the partitions are free"
     )

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import gevent
+import gevent.event
 import gevent.lock
 import msgspec
 from kazoo.client import KazooClient
@@ -299,8 +300,16 @@ class MixedGroups:
                     attempt + 1,
                     self.settings.max_retries + 1,
                 )
-                gevent.sleep(self.settings.backoff_ms / 1000)
+                self._wait_released(group_id, conflict.partition, self.settings.backoff_ms / 1000)
         return False, None
+
+    def _wait_released(self, group_id: str, partition, timeout_s: float) -> None:
+        """Up to 0.8.2's back-off, but no longer than the owner znode lives: a legacy member usually releases
+        within milliseconds of seeing the registrations change, and waiting out the whole back-off each time
+        would pause every coordinator member for it."""
+        changed = gevent.event.Event()
+        if self.zk.exists(layout.owner_path(group_id, *partition), watch=lambda event: changed.set()) is not None:
+            changed.wait(timeout_s)
 
     def _retry_rebalance(self, group_id: str, respond: Send) -> None:
         respond(SyncGroupResponse(error_code=ErrorCode.REBALANCE_IN_PROGRESS))
@@ -336,7 +345,7 @@ class MixedGroups:
                     if consumer_id is not None and error == 0:
                         owned = bridge.owned_by(view.owners, [consumer_id])
                         self._carry_out(request.group_id, view, bridge.leave_plan(consumer_id, owned))
-        except (KazooException, gevent.Timeout, BridgeFenced) as error:
+        except (KazooException, gevent.Timeout, BridgeError) as error:
             # The periodic check releases them once the core has been without them for the grace period.
             log.warning("cannot release the members that left group=%s yet: %r", request.group_id, error)
 
@@ -397,7 +406,7 @@ class MixedGroups:
         return bridge.subscription_refusal(view.state.strategy, consumer_id or "", topics, subscriptions)
 
     def _warn_liveness(self, group: str, request: JoinGroupRequest) -> None:
-        warning = bridge.liveness_warning(request.session_timeout_ms, self.settings.legacy_window_ms)
+        warning = bridge.liveness_warning(request.rebalance_timeout_ms, self.settings.legacy_window_ms)
         warned = self.bridged[group].warned
         if warning is not None and request.client_id not in warned:
             warned.add(request.client_id)
