@@ -358,6 +358,18 @@ def test_the_old_new_ratio_is_inf_only_when_new_is_0_and_blank_when_both_are():
     assert static_ratios.split()[4:] == ["inf"] * len(HEADLINE_METRICS)
 
 
+def test_a_member_by_member_migration_is_divided_by_the_whole_group_stop_of_its_own_members():
+    summary = [
+        {"scenario": "member-migration", "variant": variant, **dict.fromkeys(METRICS, value)}
+        for variant, value in (("whole-group", 6), ("member-by-member", 3), ("rdkafka-member-by-member", 2))
+    ]
+    ratios = ratio_rows(summary)
+    assert [(row["baseline"], row["variant"], row["rebalances"]) for row in ratios] == [
+        ("whole-group", "member-by-member", 2.0)
+    ]  # librdkafka's migration has no whole-group run of its own members here
+    assert "whole-group / member-by-member" in terminal_table(summary)
+
+
 @settings(max_examples=3)
 @given(
     st.lists(

@@ -4,7 +4,16 @@ import pytest
 
 from zkcoord.compare.member_trace import CompareTrace
 from zkcoord.compare.rdkafka_member import generation_of, rdkafka_member_config
-from zkcoord.compare.scenarios import SCENARIOS, VARIANTS, ZKCOORD, GroupView, NotApplicable, Workload, plan
+from zkcoord.compare.scenarios import (
+    SCENARIOS,
+    VARIANTS,
+    ZKCOORD,
+    GroupView,
+    NotApplicable,
+    Workload,
+    baseline,
+    plan,
+)
 
 WORKLOAD = Workload(members=4, partitions=8, k=2, downtime_ms=700, session_timeout_ms=4000)
 TOPICS = ["t"]
@@ -18,7 +27,9 @@ def actions(scenario, variant="eager"):
 def test_every_scenario_has_a_plan_for_every_variant_but_a_coordinator_failover_without_zkcoord_nodes():
     for scenario in SCENARIOS:
         for variant in VARIANTS.values():
-            if scenario == "coordinator-failover" and variant.coordinator != ZKCOORD:
+            if (scenario == "coordinator-failover" and variant.coordinator != ZKCOORD) or (
+                (scenario == "member-migration") != variant.migrates
+            ):
                 with pytest.raises(NotApplicable):
                     plan(scenario, variant, WORKLOAD, TOPICS)
             else:
@@ -39,6 +50,25 @@ def test_steps_of_each_scenario():
     failover, failover_actions = actions("coordinator-failover")
     assert failover.coordinator_nodes == 2 and failover_actions == [("kill-coordinator", None, 0, 0)]
     assert actions("partition-change")[1] == [("add-partitions", "t", 0, 2)]
+
+
+def test_a_member_migration_replaces_each_legacy_member_after_its_successor_owns_partitions():
+    found = plan("member-migration", VARIANTS["member-by-member"], WORKLOAD, TOPICS)
+    assert found.initial_members == ("m00", "m01", "m02", "m03")
+    migrate, *replacements = found.steps
+    assert [(a.kind, a.target) for a in migrate.actions] == [("migrate", "0001_dual_commit")]
+    assert [[(a.kind, a.target, a.consumer) for a in step.actions] for step in replacements] == [
+        [("start", new, "client"), ("await-partitions", new, None), ("close", old, None)]
+        for old, new in (("m00", "m04"), ("m01", "m05"), ("m02", "m06"), ("m03", "m07"))
+    ]
+    (whole,) = plan("member-migration", VARIANTS["rdkafka-whole-group"], WORKLOAD, TOPICS).steps
+    assert [(a.kind, a.target, a.members, a.consumer) for a in whole.actions] == [
+        ("close-together", None, ("m00", "m01", "m02", "m03"), None),
+        ("migrate", "0001_dual_commit", (), None),
+        ("start-together", None, ("m04", "m05", "m06", "m07"), "rdkafka"),
+    ]
+    assert baseline("rdkafka-member-by-member") == "rdkafka-whole-group" and baseline("static") == "legacy"
+    assert baseline("whole-group") is None and baseline("legacy") is None
 
 
 def test_plans_refuse_what_cannot_run():
@@ -87,6 +117,18 @@ def test_legacy_members_have_no_generations_to_agree_on():
     started(view, "b#1")
     owns(view, "a#1", 1, 0, generation=None)
     owns(view, "b#1", 2, 1, generation=None)
+    assert view.problems(10) == []
+
+
+def test_a_mixed_group_s_coordinator_members_agree_on_a_generation_beside_legacy_members():
+    view = GroupView({"t": 3}, legacy=False, quiet_ms=0)
+    for instance in ("a#1", "b#1", "c#1"):
+        started(view, instance)
+    owns(view, "a#1", 1, 0, generation=None)
+    owns(view, "b#1", 2, 1, generation=4)
+    owns(view, "c#1", 3, 2, generation=5)
+    assert view.problems(10) == ["members in generations [-1, 4, 5]"]
+    owns(view, "b#1", 4, 1, generation=5)
     assert view.problems(10) == []
 
 

@@ -129,6 +129,16 @@ def zookeeper_counts(connect: str) -> tuple[int, int] | None:
     return reads, writes
 
 
+def read_events(directory: Path) -> list[dict]:
+    """Every event of the ``*.jsonl`` files in ``directory`` (one run's traces)."""
+    return [
+        json.loads(line)
+        for path in sorted(directory.glob("*.jsonl"))
+        for line in path.read_text().splitlines()
+        if line.strip()
+    ]
+
+
 class TraceTail:
     """New complete lines of the ``*.jsonl`` files in a directory, as events, but for the ``skip`` file's."""
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from kazoo.client import KazooClient
 
 from zkcoord.channel import CoordinatorChannel
+from zkcoord.compare.figures import migration_figures
 from zkcoord.compare.member import client_member_config, legacy_member_config
 from zkcoord.compare.processes import (
     MemberProcess,
@@ -32,6 +33,7 @@ from zkcoord.compare.processes import (
     TraceTail,
     node_requests,
     poll_until,
+    read_events,
     zookeeper_counts,
 )
 from zkcoord.compare.production import KAFKA, kafka_endpoint, open_production, source_kind
@@ -54,12 +56,13 @@ from zkcoord.compare.scenarios import (
 )
 from zkcoord.config import parse_bootstrap_servers
 from zkcoord.errors import SourceError
+from zkcoord.migration.runner import Runner, load_steps
 from zkcoord.model import Address, TopicPartition
 from zkcoord.testing.kafka_broker import KafkaEndpoint
 from zkcoord.testing.node_process import HOST, NodeProcess, kafka_node
 from zkcoord.testing.zookeeper import fresh_chroot
 from zkcoord.trace import JsonLinesTraceWriter, make_event
-from zkcoord.zk import admin
+from zkcoord.zk import admin, layout
 from zkcoord.zk.client import started_client
 from zkcoord.zk.server import EmbeddedZooKeeper, free_port
 
@@ -151,18 +154,21 @@ class ScenarioRun:
 
     # -- members --
 
-    def member_spec(self, member: str) -> dict:
+    def member_spec(self, member: str, consumer: str | None = None) -> dict:
+        """What the process of ``member`` runs: ``consumer``, or the variant's member."""
         count = self.starts[member] = self.starts.get(member, 0) + 1
         options, workload, variant = self.options, self.options.workload, self.variant
-        if variant.member == LEGACY_MEMBER:
+        consumer = consumer or variant.member
+        if consumer == LEGACY_MEMBER:
             config = legacy_member_config(
                 self.group, self.context.connect, member, workload.session_timeout_ms, options.auto_commit_interval_ms
             )
+            config.update(self.context.node_root)  # where a migrating group's phase is: the nodes' root
         else:
-            make_config = client_member_config if variant.member == CLIENT_MEMBER else rdkafka_member_config
+            make_config = client_member_config if consumer == CLIENT_MEMBER else rdkafka_member_config
             config = make_config(
                 self.group,
-                self.coordinator_addresses(),
+                self.coordinator_addresses(consumer),
                 member,
                 variant.strategy,
                 static=variant.static,
@@ -172,7 +178,7 @@ class ScenarioRun:
             )
         return {
             **self.tags,
-            "kind": variant.member,
+            "kind": consumer,
             "member": member,
             "instance": f"{member}#{count}",
             "group": self.group,
@@ -183,10 +189,10 @@ class ScenarioRun:
             "config": config,
         }
 
-    def start_members(self, names: list[str]) -> None:
+    def start_members(self, names: list[str], consumer: str | None = None) -> None:
         started = []
         for name in names:
-            spec = self.member_spec(name)
+            spec = self.member_spec(name, consumer)
             process = MemberProcess(spec, self.log_dir / f"{spec['instance']}.log")
             self.members[name] = process
             self.emit("compare.member", member=name, instance=process.instance, event="started")
@@ -198,6 +204,36 @@ class ScenarioRun:
         process = self.members.pop(name)
         process.close()
         self.emit("compare.member", member=name, instance=process.instance, event="closed")
+
+    def close_members(self, names: list[str]) -> None:
+        """Close every member of ``names`` at once, as a deployment stops."""
+        with ThreadPoolExecutor(max(1, len(names))) as pool:
+            list(pool.map(lambda name: self.members[name].close(), names))
+        for name in names:
+            process = self.members.pop(name)
+            self.emit("compare.member", member=name, instance=process.instance, event="closed")
+
+    def await_partitions(self, name: str) -> None:
+        """Wait until member ``name``'s instance owns at least one partition."""
+        instance = self.members[name].instance
+
+        def owns_nothing() -> list[str]:
+            found = self.view.instances.get(instance)
+            return [] if found is not None and found.owned else [f"{instance} owns no partition"]
+
+        self.wait_for(f"{name} owning partitions", owns_nothing, self.options.settle_timeout_s)
+
+    def migrate_group(self, step: str) -> None:
+        """``zkcoord migrate up --to STEP`` for the run's group, through the migration Runner as the CLI runs it."""
+        root = self.context.node_root.get("zkcoord.root", layout.DEFAULT_ROOT)
+        channel = CoordinatorChannel(
+            lambda: [node.address for node in self.nodes.values() if node.alive()], "zkcoord-migrate", 10_000
+        )
+        try:
+            with self.context.zookeeper() as client:
+                Runner(client, channel, load_steps(), root=root, say=log.info).run(self.group, "up", to=step)
+        finally:
+            channel.close()
 
     # -- coordinator nodes --
 
@@ -212,7 +248,7 @@ class ScenarioRun:
         }
         log_dir = self.context.scratch / f"{self.plan.scenario}-{self.variant.name}-offsets"
         # librdkafka members bootstrap at the nodes' Kafka listeners, which forward data requests to the brokers.
-        start_node = kafka_node if self.variant.member == RDKAFKA_MEMBER else NodeProcess
+        start_node = kafka_node if RDKAFKA_MEMBER in self.variant.consumers else NodeProcess
         for _ in range(count):
             node_id = next(self.context.node_ids)  # unique: a killed node's registration outlives it a while
             node = start_node(
@@ -229,11 +265,11 @@ class ScenarioRun:
             node.wait_serving()
             self.emit("compare.node", node_id=node_id, event="started")
 
-    def coordinator_addresses(self) -> list[Address]:
-        """Where the members bootstrap: the broker, or the nodes (their Kafka listeners for librdkafka)."""
+    def coordinator_addresses(self, consumer: str) -> list[Address]:
+        """Where members of ``consumer`` bootstrap: the broker, or the nodes (their Kafka listeners for librdkafka)."""
         if self.variant.coordinator == BROKER:
             return parse_bootstrap_servers(self.context.kafka.bootstrap)
-        if self.variant.member == RDKAFKA_MEMBER:
+        if consumer == RDKAFKA_MEMBER:
             return [(HOST, node.kafka_port) for node in self.nodes.values()]
         return [node.address for node in self.nodes.values()]
 
@@ -266,9 +302,17 @@ class ScenarioRun:
     def act(self, action: Action) -> None:
         name = action.target
         if action.kind == "start":
-            self.start_members([name])
+            self.start_members([name], action.consumer)
         elif action.kind == "close":
             self.close_member(name)
+        elif action.kind == "start-together":
+            self.start_members(list(action.members), action.consumer)
+        elif action.kind == "close-together":
+            self.close_members(list(action.members))
+        elif action.kind == "await-partitions":
+            self.await_partitions(name)
+        elif action.kind == "migrate":
+            self.migrate_group(name)
         elif action.kind == "restart":
             self.close_member(name)
             time.sleep(action.hold_ms / 1000)
@@ -371,11 +415,7 @@ class ScenarioRun:
         self.emit("compare.phase", phase="end")
 
     def stop(self) -> None:
-        with ThreadPoolExecutor(max(1, len(self.members))) as pool:
-            list(pool.map(lambda process: process.close(), self.members.values()))
-        for name, process in self.members.items():
-            self.emit("compare.member", member=name, instance=process.instance, event="closed")
-        self.members.clear()
+        self.close_members(list(self.members))
         for node in self.nodes.values():
             node.stop()
 
@@ -471,8 +511,13 @@ def compare_run(options: CompareOptions, say: Callable[[str], None] = print) -> 
                 say(f"{scenario} / {variant_name} ({variant.label}) ...")
                 started = time.monotonic()
                 try:
-                    ScenarioRun(context, steps, variant).run(say)
+                    run = ScenarioRun(context, steps, variant)
+                    run.run(say)
                     entry.update(status="ok", detail=None)
+                    if variant.migrates:
+                        figures = migration_figures(read_events(run.trace_dir))
+                        entry["figures"] = figures.to_json()
+                        say(f"  {figures.describe()}")
                 except Exception as error:  # one broken run must not end the others
                     log.debug("run %s / %s failed", scenario, variant_name, exc_info=True)
                     entry.update(status="failed", detail=f"{type(error).__name__}: {error}")

@@ -29,15 +29,27 @@ class Variant:
     static: bool = False
     coordinator: str = ZKCOORD
     member: str = CLIENT_MEMBER
+    # member-migration: how (WHOLE_GROUP or MEMBER_BY_MEMBER) members running ``successor`` replace ``member``'s
+    migration: str | None = None
+    successor: str | None = None
 
     @property
     def legacy(self) -> bool:
         return self.coordinator == ZOOKEEPER
 
     @property
+    def migrates(self) -> bool:
+        return self.migration is not None
+
+    @property
+    def consumers(self) -> set[str]:
+        """Every consumer its members run."""
+        return {self.member} | ({self.successor} if self.successor else set())
+
+    @property
     def reads_kafka(self) -> bool:
         """Its members read records only from a Kafka broker (librdkafka has no synthetic source)."""
-        return self.member == RDKAFKA_MEMBER or self.coordinator == BROKER
+        return RDKAFKA_MEMBER in self.consumers or self.coordinator == BROKER
 
 
 def _rdkafka_variants(prefix: str, coordinator: str, where: str) -> tuple[Variant, ...]:
@@ -60,6 +72,29 @@ def _rdkafka_variants(prefix: str, coordinator: str, where: str) -> tuple[Varian
     )
 
 
+WHOLE_GROUP = "whole-group"
+MEMBER_BY_MEMBER = "member-by-member"
+
+
+def _migration_variants(successor: str, prefix: str, what: str) -> tuple[Variant, ...]:
+    """A legacy group moved to ``successor`` members: all stopped at once, or one member at a time."""
+    common = {"member": LEGACY_MEMBER, "successor": successor}
+    return (
+        Variant(
+            f"{prefix}{WHOLE_GROUP}",
+            f"legacy members all stopped, the group put in DUAL_WRITE, {what} all started",
+            migration=WHOLE_GROUP,
+            **common,
+        ),
+        Variant(
+            f"{prefix}{MEMBER_BY_MEMBER}",
+            f"legacy members replaced one at a time by {what} in the DUAL_WRITE (mixed) group",
+            migration=MEMBER_BY_MEMBER,
+            **common,
+        ),
+    )
+
+
 VARIANTS = {
     variant.name: variant
     for variant in (
@@ -69,6 +104,8 @@ VARIANTS = {
         Variant("cooperative", "coordinator, cooperative-sticky", strategy="cooperative-sticky"),
         *_rdkafka_variants("kafka", BROKER, "Kafka's own coordinator"),
         *_rdkafka_variants("rdkafka", ZKCOORD, "zkcoord's Kafka listener"),
+        *_migration_variants(CLIENT_MEMBER, "", "coordinator members"),
+        *_migration_variants(RDKAFKA_MEMBER, "rdkafka-", "librdkafka members through zkcoord's Kafka listener"),
     )
 }
 
@@ -81,7 +118,17 @@ SCENARIOS = (
     "session-expiry",
     "coordinator-failover",
     "partition-change",
+    "member-migration",
 )
+MIGRATION_STEP = "0001_dual_commit"  # the step that puts a group in DUAL_WRITE, where it may be mixed
+
+
+def baseline(variant: str) -> str | None:
+    """The variant whose run of the same scenario the report divides ``variant``'s by (None: it is a baseline):
+    the legacy group, or for a member-by-member migration the whole-group stop of the same members."""
+    if variant.endswith(MEMBER_BY_MEMBER):
+        return variant.removesuffix(MEMBER_BY_MEMBER) + WHOLE_GROUP
+    return None if variant == LEGACY or variant.endswith(WHOLE_GROUP) else LEGACY
 
 
 @dataclass(frozen=True)
@@ -90,13 +137,18 @@ class Action:
 
     Kinds: ``start``, ``close`` (clean), ``restart`` (close, ``hold_ms`` down, start again), ``kill`` (SIGKILL),
     ``pause`` (SIGSTOP for ``hold_ms``, then SIGCONT), ``kill-coordinator`` (SIGKILL the group's coordinator
-    node), ``add-partitions`` (``count`` more partitions for topic ``target``).
+    node), ``add-partitions`` (``count`` more partitions for topic ``target``); for a migration ``migrate``
+    (``migrate up --to`` step ``target``), ``await-partitions`` (until member ``target`` owns some),
+    ``start-together`` and ``close-together`` (every member of ``members`` at once, as a deployment's stop and
+    start). A started member runs ``consumer`` (None: the variant's ``member``).
     """
 
     kind: str
     target: str | None = None
     hold_ms: int = 0
     count: int = 0
+    members: tuple[str, ...] = ()
+    consumer: str | None = None
 
 
 @dataclass(frozen=True)
@@ -144,6 +196,10 @@ def plan(scenario: str, variant: Variant, workload: Workload, topics: Iterable[s
         raise ValueError(f"{scenario} needs at least 2 members")
     if scenario == "scale-down" and not 0 < k < n:
         raise ValueError(f"scale-down by {k} needs 0 < k < members ({n})")
+    if (scenario == "member-migration") != variant.migrates:
+        raise NotApplicable("member-migration runs the migration variants only, and they run nothing else")
+    if scenario == "member-migration":
+        return _migration_plan(variant, workload)
     if scenario == "cold-start":
         return Plan(scenario, (), (Step(f"start {n} members", tuple(Action("start", m) for m in everyone)),))
     if scenario == "scale-up":
@@ -169,6 +225,32 @@ def plan(scenario: str, variant: Variant, workload: Workload, topics: Iterable[s
         return Plan(scenario, everyone, (Step("SIGKILL the coordinator", (Action("kill-coordinator"),)),), 2)
     actions = tuple(Action("add-partitions", topic, count=k) for topic in topics)
     return Plan(scenario, everyone, (Step(f"add {k} partitions per topic", actions),))
+
+
+def _migration_plan(variant: Variant, workload: Workload) -> Plan:
+    """Legacy members moved to ``variant.successor`` members of the same number, in one of two ways."""
+    n = workload.members
+    legacy, successors = workload.member_names(n), workload.member_names(n, first=n)
+    migrate = Action("migrate", MIGRATION_STEP)
+    if variant.migration == WHOLE_GROUP:
+        actions = (
+            Action("close-together", members=legacy),
+            migrate,
+            Action("start-together", members=successors, consumer=variant.successor),
+        )
+        return Plan("member-migration", legacy, (Step("stop, migrate, start the whole group", actions),))
+    steps = [Step(f"migrate up --to {MIGRATION_STEP}", (migrate,))]
+    for old, new in zip(legacy, successors, strict=True):
+        replace = (
+            Action("start", new, consumer=variant.successor),
+            Action("await-partitions", new),
+            Action("close", old),
+        )
+        steps.append(Step(f"replace {old} by {new}", replace))
+    return Plan("member-migration", legacy, tuple(steps))
+
+
+LEGACY_GENERATION = -1  # a legacy member's rebalances have no generation
 
 
 @dataclass
@@ -213,7 +295,7 @@ class GroupView:
             if kind == "compare.assignment":
                 instance.owned = frozenset(tuple(tp) for tp in event["partitions"])
             else:
-                instance.generation = -1 if event["generation"] is None else event["generation"]
+                instance.generation = LEGACY_GENERATION if event["generation"] is None else event["generation"]
             self.last_change_ms = max(self.last_change_ms, event["time_ms"])
 
     def live(self) -> list[_Instance]:
@@ -237,7 +319,7 @@ class GroupView:
         generations = {instance.generation for instance in live}
         if None in generations:
             found.append("a member has not finished its first rebalance")
-        elif not self.legacy and len(generations) > 1:
+        elif not self.legacy and len(generations - {LEGACY_GENERATION}) > 1:  # a mixed group's legacy members
             found.append(f"members in generations {sorted(generations)}")
         if now_ms - self.last_change_ms < self.quiet_ms:
             found.append(f"changed {now_ms - self.last_change_ms} ms ago")

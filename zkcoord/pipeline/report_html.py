@@ -39,17 +39,22 @@ def render_report(
         "<h2>Summary</h2>",
         _table(summary_columns, [[row[column] for column in summary_columns] for row in summary]),
         "<h2>Old / new</h2>",
-        "<p>The <code>legacy</code> value divided by the coordinator variant's value of the same scenario: "
+        "<p>The <code>legacy</code> value divided by the coordinator variant's value of the same scenario (for "
+        "<code>member-migration</code>: the whole-group stop's divided by the member-by-member migration's): "
         "<code>inf</code> when only the new one is 0, blank when both are.</p>",
         _table(
             ["scenario", "old / new", *metrics],
             [
-                [row["scenario"], f"legacy / {row['variant']}", *(format_ratio(row[metric]) for metric in metrics)]
+                [
+                    row["scenario"],
+                    f"{row['baseline']} / {row['variant']}",
+                    *(format_ratio(row[metric]) for metric in metrics),
+                ]
                 for row in ratios
             ],
         )
         if ratios
-        else "<p>No scenario has a legacy run and a coordinator run to compare.</p>",
+        else "<p>No scenario has a baseline run and a run to compare with it.</p>",
     ]
     for scenario in dict.fromkeys(row["scenario"] for row in summary):
         runs = [row for row in summary if row["scenario"] == scenario]

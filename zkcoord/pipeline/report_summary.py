@@ -7,7 +7,7 @@ Pure: no IO; must not import pyspark, matplotlib, gevent, kazoo, the runtime or 
 import math
 from collections.abc import Sequence
 
-from zkcoord.compare.scenarios import LEGACY, SCENARIOS, VARIANTS
+from zkcoord.compare.scenarios import SCENARIOS, VARIANTS, baseline
 from zkcoord.tables import format_table
 
 METRICS = (
@@ -37,17 +37,16 @@ def old_new_ratio(old, new) -> float | None:
 
 
 def ratio_rows(summary: list[dict], metrics: tuple[str, ...] = METRICS) -> list[dict]:
-    """Per scenario and coordinator variant: each metric's ``legacy`` value divided by the variant's."""
-    legacy = {row["scenario"]: row for row in summary if row["variant"] == LEGACY}
-    return [
-        {
-            "scenario": row["scenario"],
-            "variant": row["variant"],
-            **{metric: old_new_ratio(legacy[row["scenario"]][metric], row[metric]) for metric in metrics},
-        }
-        for row in summary
-        if row["variant"] != LEGACY and row["scenario"] in legacy
-    ]
+    """Per scenario and variant with a baseline run (``legacy``, or a member-by-member migration's whole-group
+    stop): each metric's baseline value divided by the variant's."""
+    runs = {(row["scenario"], row["variant"]): row for row in summary}
+    ratios = []
+    for row in summary:
+        old = runs.get((row["scenario"], baseline(row["variant"])))
+        if old is not None:
+            ratio = {metric: old_new_ratio(old[metric], row[metric]) for metric in metrics}
+            ratios.append({"scenario": row["scenario"], "baseline": old["variant"], "variant": row["variant"], **ratio})
+    return ratios
 
 
 def format_ratio(ratio: float | None, blank: str = "") -> str:
@@ -66,13 +65,13 @@ def terminal_table(summary: list[dict]) -> str:
     )
     ratios = ratio_rows(summary, HEADLINE_METRICS)
     if not ratios:
-        return f"{values}\n\nno scenario has a {LEGACY} run and a coordinator run to compare"
+        return f"{values}\n\nno scenario has a baseline run and a run to compare with it"
     ratio_table = format_table(
         ["SCENARIO", "OLD / NEW", *(metric.upper() for metric in HEADLINE_METRICS)],
         [
             [
                 row["scenario"],
-                f"{LEGACY} / {row['variant']}",
+                f"{row['baseline']} / {row['variant']}",
                 *(format_ratio(row[metric], "-") for metric in HEADLINE_METRICS),
             ]
             for row in ratios
