@@ -39,6 +39,7 @@ def cmd_compare_run(args: argparse.Namespace) -> int:
         auto_commit_interval_ms=args.auto_commit_interval_ms,
         zookeeper=args.zookeeper or env.zookeeper_connect(),
         node_properties=parse_key_values(args.node_property or [], "--node-property"),
+        jvm_members=args.jvm_members,
     )
     try:
         results = compare_run(options)
@@ -86,6 +87,13 @@ def register(commands) -> None:
     run.add_argument("--auto-commit-interval-ms", type=int, default=1000)
     run.add_argument("--session-timeout-ms", type=int, default=6000, help="ZooKeeper and coordinator sessions")
     run.add_argument("--downtime-ms", type=int, default=1000, help="a bounced member's time down (default 1000)")
+    run.add_argument(
+        "--jvm-members",
+        type=int,
+        default=0,
+        metavar="N",
+        help="the first N legacy members run Kafka 0.8.2's own consumer in a JVM (needs a Kafka source; default 0)",
+    )
     run.add_argument(
         "--node-property", action="append", metavar="KEY=VALUE", help="coordinator node setting (repeatable)"
     )

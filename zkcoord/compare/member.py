@@ -1,11 +1,12 @@
 """One member of a comparison run, as a process: ``python -m zkcoord.compare.member SPEC_JSON``.
 
 Runs a legacy 0.8.2 member (LegacyConsumer, one stream) or a coordinator member (zkcoord.client.Consumer) on
-the run's source (synthetic, or a Kafka broker), or a librdkafka consumer on the broker
-(zkcoord.compare.rdkafka_member), processes every record at ``cost_ms`` each, and appends its trace to
-``trace``: its own ``legacy.*``/``client.*``/``rdkafka.*`` events and the ``compare.*`` events derived from
-them (docs/traces.md), every line tagged with the run, scenario, variant and instance. Prints ``ready`` once
-started; a ``close`` line on stdin (or SIGTERM) closes it cleanly, as an operator's restart would; the runner
+the run's source (synthetic, or a Kafka broker), or on the broker a librdkafka consumer
+(zkcoord.compare.rdkafka_member) or Kafka 0.8.2's own consumer in a JVM (zkcoord.compare.jvm_member),
+processes every record at ``cost_ms`` each, and appends its trace to ``trace``: its own
+``legacy.*``/``client.*``/``rdkafka.*`` events and the ``compare.*`` events derived from them (docs/traces.md),
+every line tagged with the run, scenario, variant and instance. Prints ``ready`` once started; a ``close`` line
+on stdin (or SIGTERM) closes it cleanly, as an operator's restart would; the runner
 SIGKILLs or SIGSTOPs it for the crash and session-expiry scenarios.
 """
 
@@ -18,7 +19,7 @@ import threading
 import time
 
 from zkcoord.compare.member_trace import CompareTrace, now_ms
-from zkcoord.compare.scenarios import LEGACY_MEMBER, RDKAFKA_MEMBER
+from zkcoord.compare.scenarios import JVM_MEMBER, LEGACY_MEMBER, RDKAFKA_MEMBER
 from zkcoord.sources import open_source
 from zkcoord.trace import JsonLinesTraceWriter
 
@@ -168,6 +169,10 @@ def run_member(spec: dict, stop: threading.Event) -> bool:
             from zkcoord.compare.rdkafka_member import RdkafkaMember
 
             member = RdkafkaMember(spec, trace, stop)  # reads Kafka itself
+        elif spec["kind"] == JVM_MEMBER:
+            from zkcoord.compare.jvm_member import JvmMember
+
+            member = JvmMember(spec, trace, stop)  # reads Kafka itself
         else:
             source = open_source(spec["source"])
             resources.callback(source.close)

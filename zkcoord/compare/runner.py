@@ -41,6 +41,7 @@ from zkcoord.compare.rdkafka_member import rdkafka_member_config
 from zkcoord.compare.scenarios import (
     BROKER,
     CLIENT_MEMBER,
+    JVM_MEMBER,
     LEGACY_MEMBER,
     RDKAFKA_MEMBER,
     SCENARIOS,
@@ -91,6 +92,7 @@ class CompareOptions:
     node_properties: dict = field(default_factory=dict)
     settle_timeout_s: float = 120.0
     quiet_ms: int = 1000
+    jvm_members: int = 0  # legacy members m00... that run Kafka 0.8.2's own consumer (a Kafka source only)
 
 
 # ---- one scenario under one variant ------------------------------------------------------------------------------
@@ -119,6 +121,7 @@ class ScenarioRun:
         self.tail = TraceTail(self.trace_dir, skip=f"{RUNNER}.jsonl")
         self.zk_before: tuple[int, int] | None = None
         self._writer: JsonLinesTraceWriter | None = None
+        self.say: Callable[[str], None] = log.info  # run() sets its caller's
 
     # -- events --
 
@@ -159,7 +162,9 @@ class ScenarioRun:
         count = self.starts[member] = self.starts.get(member, 0) + 1
         options, workload, variant = self.options, self.options.workload, self.variant
         consumer = consumer or variant.member
-        if consumer == LEGACY_MEMBER:
+        if consumer == LEGACY_MEMBER and member in workload.member_names(options.jvm_members):
+            consumer = JVM_MEMBER
+        if consumer in (LEGACY_MEMBER, JVM_MEMBER):
             config = legacy_member_config(
                 self.group, self.context.connect, member, workload.session_timeout_ms, options.auto_commit_interval_ms
             )
@@ -186,6 +191,7 @@ class ScenarioRun:
             "source": self.production.spec,
             "cost_ms": options.cost_ms,
             "trace": str(self.trace_dir / f"{member}#{count}.jsonl"),
+            "log_dir": str(self.log_dir),
             "config": config,
         }
 
@@ -214,7 +220,7 @@ class ScenarioRun:
             self.emit("compare.member", member=name, instance=process.instance, event="closed")
 
     def await_partitions(self, name: str) -> None:
-        """Wait until member ``name``'s instance owns at least one partition."""
+        """Wait until member ``name``'s instance owns at least one partition and the group has settled around it."""
         instance = self.members[name].instance
 
         def owns_nothing() -> list[str]:
@@ -222,6 +228,8 @@ class ScenarioRun:
             return [] if found is not None and found.owned else [f"{instance} owns no partition"]
 
         self.wait_for(f"{name} owning partitions", owns_nothing, self.options.settle_timeout_s)
+        self.settle()
+        self.say(f"    {name} joined: {self.owners()}")
 
     def migrate_group(self, step: str) -> None:
         """``zkcoord migrate up --to STEP`` for the run's group, through the migration Runner as the CLI runs it."""
@@ -338,6 +346,15 @@ class ScenarioRun:
         else:
             raise ValueError(f"unknown action {action.kind!r}")
 
+    def owners(self) -> str:
+        """How many partitions each live member owns, as their traces tell, with the consumer it runs."""
+        kinds = {process.instance: process.spec["kind"] for process in self.members.values()}
+        return ", ".join(
+            f"{instance.member} ({kinds.get(name, '?')}) {len(instance.owned)}"
+            for name, instance in self.view.instances.items()
+            if instance.live
+        )
+
     def counters(self) -> dict:
         zk = zookeeper_counts(self.context.connect)
         before = self.zk_before
@@ -354,6 +371,7 @@ class ScenarioRun:
         }
 
     def run(self, say: Callable[[str], None]) -> None:
+        self.say = say
         shutil.rmtree(self.trace_dir, ignore_errors=True)
         shutil.rmtree(self.log_dir, ignore_errors=True)
         self.trace_dir.mkdir(parents=True)
@@ -403,6 +421,8 @@ class ScenarioRun:
                 f"  step {number}/{len(self.plan.steps)} {step.name}: settled "
                 f"{time.monotonic() - started:.1f} s after it began, {settled:.1f} s after its last action"
             )
+            if self.variant.migrates:
+                say(f"    partitions owned: {self.owners()}")
         time.sleep(max(0.0, options.duration_s - (time.monotonic() - window_opened)))
         self.emit("compare.phase", phase="drain")
         partitions = [TopicPartition(topic, p) for topic, count in self.topics.items() for p in range(count)]
@@ -489,6 +509,8 @@ def compare_run(options: CompareOptions, say: Callable[[str], None] = print) -> 
         raise ValueError(str(error)) from None
     if kind == KAFKA and options.zookeeper is None:
         raise ValueError("a Kafka source needs the broker's ZooKeeper: --zookeeper HOST:PORT/chroot")
+    if options.jvm_members and kind != KAFKA:
+        raise ValueError("JVM members read a Kafka broker: --jvm-members needs --source kafka:bootstrap=...")
     variants = options.variants or [name for name, v in VARIANTS.items() if kind == KAFKA or not v.reads_kafka]
     for name in variants:
         if name not in VARIANTS:

@@ -17,6 +17,7 @@ BROKER = "broker"  # the Kafka broker the records come from, with its own group 
 LEGACY_MEMBER = "legacy"  # zkcoord.legacy.LegacyConsumer
 CLIENT_MEMBER = "client"  # zkcoord.client.Consumer, zkcoord's protocol
 RDKAFKA_MEMBER = "rdkafka"  # librdkafka (confluent-kafka), Kafka's protocol
+JVM_MEMBER = "jvm"  # Kafka 0.8.2's own consumer, in a JVM: some of a legacy group's members (--jvm-members)
 
 
 @dataclass(frozen=True)
@@ -138,9 +139,9 @@ class Action:
     Kinds: ``start``, ``close`` (clean), ``restart`` (close, ``hold_ms`` down, start again), ``kill`` (SIGKILL),
     ``pause`` (SIGSTOP for ``hold_ms``, then SIGCONT), ``kill-coordinator`` (SIGKILL the group's coordinator
     node), ``add-partitions`` (``count`` more partitions for topic ``target``); for a migration ``migrate``
-    (``migrate up --to`` step ``target``), ``await-partitions`` (until member ``target`` owns some),
-    ``start-together`` and ``close-together`` (every member of ``members`` at once, as a deployment's stop and
-    start). A started member runs ``consumer`` (None: the variant's ``member``).
+    (``migrate up --to`` step ``target``), ``await-partitions`` (until member ``target`` owns some and the group
+    has settled), ``start-together`` and ``close-together`` (every member of ``members`` at once, as a
+    deployment's stop and start). A started member runs ``consumer`` (None: the variant's ``member``).
     """
 
     kind: str
