@@ -3,10 +3,13 @@ one embedded ZooKeeper and one real Kafka broker (Apache Kafka's own jars, docs/
 
 1. ``zkcoord compare run`` of a rolling bounce and a SIGKILL under the ZooKeeper group and coordinator groups,
    its records produced into the broker and read back from it by every member;
-2. a live legacy group of Kafka 0.8.2.2's own ``kafka.tools.ConsoleConsumer`` (a JVM member) and two zkcoord
+2. ``zkcoord compare run --scenario member-migration``: a legacy group with Kafka 0.8.2.2's own consumer (a JVM
+   member) among its members moved to librdkafka members through zkcoord's Kafka listener, one member at a
+   time in a mixed DUAL_WRITE group, against the whole group stopped, migrated and started again;
+3. a live legacy group of Kafka 0.8.2.2's own ``kafka.tools.ConsoleConsumer`` (a JVM member) and two zkcoord
    legacy members on a topic of the broker, migrated by ``zkcoord migrate`` from ZK_ONLY to LOG_ONLY step by
    step, verified after each step, and back to ZK_ONLY; the JVM member is stopped at the step it cannot follow;
-3. ``zkcoord pipeline rebalance-report`` over the comparison's traces (Spark in local mode).
+4. ``zkcoord pipeline rebalance-report`` over the traces of part 1 (Spark in local mode).
 """
 
 import contextlib
@@ -37,6 +40,7 @@ from zkcoord.zk.client import started_client
 from zkcoord.zk.server import EmbeddedZooKeeper
 
 DEMO_VARIANTS = ("legacy", "eager", "static", "cooperative")
+MEMBER_MIGRATION_VARIANTS = ("rdkafka-whole-group", "rdkafka-member-by-member")
 MIGRATION_GROUP = "demo-migration"
 MIGRATION_TOPIC = "demo.events"
 ZKCOORD_MEMBERS = ("m1", "m2")
@@ -54,6 +58,7 @@ def _version(peer: peers.Peer) -> str:
 
 BROKER = f"Kafka {_version(peers.BROKER)} broker"
 JVM_MEMBER = f"Kafka {_version(peers.LEGACY_CONSUMER)} ConsoleConsumer"
+JVM_CONNECTOR = f"Kafka {_version(peers.LEGACY_CONSUMER)} ZookeeperConsumerConnector"
 
 
 def _banner(text: str) -> None:
@@ -71,7 +76,8 @@ def show_peers(kafka: TestKafka) -> None:
     print(
         f"   {BROKER} ({peers.BROKER.artifact}), ZooKeeper mode, serving {kafka.bootstrap},\n"
         f"   registered in {kafka.zk_connect}: every record below is produced into it and read back from it\n"
-        f"   {JVM_MEMBER} ({peers.LEGACY_CONSUMER.artifact}), a JVM member of the migrated group in part 2\n"
+        f"   {JVM_CONNECTOR} ({peers.LEGACY_CONSUMER.artifact}) in a JVM, a member of the group of part 2,\n"
+        f"   and its {JVM_MEMBER.rsplit(' ', 1)[1]}, a JVM member of the migrated group in part 3\n"
         "   ZooKeeper is zkcoord's embedded one; members, coordinator nodes and the migration are zkcoord's",
         flush=True,
     )
@@ -80,7 +86,7 @@ def show_peers(kafka: TestKafka) -> None:
 def compare(out: Path, members: int, partitions: int, variants: tuple[str, ...], kafka: TestKafka) -> bool:
     """Step 1: a rolling bounce and a SIGKILL under each variant, on the broker; True if every run completed."""
     _banner(
-        f"1/3 rolling bounce and SIGKILL of {members} members on {partitions} partitions of the {BROKER}: "
+        f"1/4 rolling bounce and SIGKILL of {members} members on {partitions} partitions of the {BROKER}: "
         f"{', '.join(variants)}"
     )
     options = CompareOptions(
@@ -95,6 +101,39 @@ def compare(out: Path, members: int, partitions: int, variants: tuple[str, ...],
     )
     results = compare_run(options)
     return all(result["status"] != "failed" for result in results)
+
+
+def migrate_members(out: Path, members: int, partitions: int, kafka: TestKafka) -> bool:
+    """Step 2: a legacy group with a JVM member moved to librdkafka members one at a time, then all at once;
+    True if both runs completed and no partition was owned twice."""
+    _banner(
+        f"2/4 moving a legacy group ({JVM_CONNECTOR} m00 in a JVM + {members - 1} zkcoord legacy members) to "
+        "librdkafka members through zkcoord's Kafka listener: member by member in a mixed DUAL_WRITE group, then for "
+        "comparison the whole group stopped, migrated and started again"
+    )
+    options = CompareOptions(
+        out=out,
+        scenarios=["member-migration"],
+        variants=list(MEMBER_MIGRATION_VARIANTS),
+        workload=Workload(members=members, partitions=partitions, session_timeout_ms=4000),
+        duration_s=2.0,
+        zookeeper=kafka.zk_connect,
+        source=f"kafka:bootstrap={kafka.bootstrap}",
+        node_properties={"group.initial.rebalance.delay.ms": 0},
+        jvm_members=1,
+    )
+    figures = {result["variant"]: result.get("figures") for result in compare_run(options)}
+    stepwise, whole = (figures[variant] for variant in reversed(MEMBER_MIGRATION_VARIANTS))
+    if stepwise is None or whole is None:
+        return False
+    print(
+        f"   member by member: partitions owned twice {stepwise['owned_twice']}, records duplicated "
+        f"{stepwise['records_duplicated']}, longest partition pause {stepwise['longest_pause_ms']} ms\n"
+        f"   whole group:      partitions owned twice {whole['owned_twice']}, records duplicated "
+        f"{whole['records_duplicated']}, longest partition pause {whole['longest_pause_ms']} ms",
+        flush=True,
+    )
+    return stepwise["violations"] == 0 and whole["violations"] == 0
 
 
 def _settled_group(client: KazooClient, members: int) -> admin.GroupSnapshot | None:
@@ -127,7 +166,7 @@ def show_group(client: KazooClient, members: int) -> None:
 def migrate(scratch: Path, partitions: int, kafka: TestKafka) -> bool:
     """Step 2: a consuming legacy group taken from ZK_ONLY to LOG_ONLY and back; True if every command passed."""
     _banner(
-        f"2/3 migrating the offsets of legacy group {MIGRATION_GROUP} ({JVM_MEMBER} + {len(ZKCOORD_MEMBERS)} "
+        f"3/4 migrating the offsets of legacy group {MIGRATION_GROUP} ({JVM_MEMBER} + {len(ZKCOORD_MEMBERS)} "
         "zkcoord members) to the offsets log and back"
     )
     connect = kafka.zk_connect
@@ -234,14 +273,14 @@ def _print_offsets_mode(event: dict) -> None:
 
 def report(traces: Path, out: Path) -> bool:
     """Step 3: the PySpark report; True if it ran and no record was left unprocessed."""
-    _banner("3/3 the report (PySpark, local mode)")
+    _banner("4/4 the report (PySpark, local mode)")
     return _command("pipeline", "rebalance-report", "--in", str(traces), "--out", str(out)) == 0
 
 
 def run_demo(
     out: Path = Path("var/demo"), members: int = 4, partitions: int = 8, variants: tuple[str, ...] = DEMO_VARIANTS
 ) -> int:
-    """Run the three parts; 0 when each succeeded. ``out`` keeps the traces and the report."""
+    """Run the four parts; 0 when each succeeded. ``out`` keeps the traces and the report."""
     for noisy in ("kazoo", "kafka"):  # expected reconnects and slow-loop notices would clutter the story
         logging.getLogger(noisy).setLevel(logging.ERROR)
     started = time.monotonic()
@@ -251,6 +290,7 @@ def run_demo(
         with zookeeper, kafka_cluster(zookeeper.connect_string) as kafka:
             show_peers(kafka)
             compared = compare(out / "compare", members, partitions, variants, kafka)
+            moved = migrate_members(out / "member-migration", members, partitions, kafka)
             migrated = migrate(scratch, partitions, kafka)
         reported = report(out / "compare", out / "report")
     finally:
@@ -258,7 +298,9 @@ def run_demo(
     print(f"\nDone in {time.monotonic() - started:.0f} s.", flush=True)
     print(f"Report: {(out / 'report' / 'report.html').resolve()}")
     print(f"Traces: {(out / 'compare').resolve()}  (docs/compare.md explains the report)")
-    failed = [name for name, ok in (("compare", compared), ("migration", migrated), ("report", reported)) if not ok]
+    print(f"Member migration traces: {(out / 'member-migration').resolve()}  (rebalance-report --in reads them too)")
+    parts = (("compare", compared), ("member migration", moved), ("migration", migrated), ("report", reported))
+    failed = [name for name, ok in parts if not ok]
     if failed:
         print(f"Not everything passed: {', '.join(failed)}")
         return 1

@@ -238,6 +238,14 @@ def test_demo_compares_migrates_and_reports(capsys, tmp_path):
     assert len(runs) == 4 and all(run["source"].startswith("kafka:bootstrap=127.0.0.1:") for run in runs)
     summary = pq.read_table(out / "report" / "summary.parquet").to_pylist()
     assert len(summary) == 4 and all(row["records_processed"] > 0 and row["records_missed"] == 0 for row in summary)
+    # The member-by-member migration had the JVM member and librdkafka members in one group, none owning twice.
+    assert re.search(r"m02 joined: m00 \(jvm\) [1-9]\d*, m01 \(legacy\) \d+, m02 \(rdkafka\) [1-9]", printed), printed
+    assert "member by member: partitions owned twice 0," in printed
+    manifest = json.loads((out / "member-migration" / "compare.json").read_text())
+    assert {(run["variant"], run["status"], run["figures"]["owned_twice"]) for run in manifest["runs"]} == {
+        ("rdkafka-whole-group", "ok", 0),
+        ("rdkafka-member-by-member", "ok", 0),
+    }
 
 
 def test_zookeeper_errors_exit_2_without_a_traceback(capsys, zk, zk_connect, tmp_path):

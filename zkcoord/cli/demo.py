@@ -1,4 +1,5 @@
-"""``zkcoord demo``: the comparison, a migration there and back, and the report, in one run (``make demo``).
+"""``zkcoord demo``: the comparison, members moved one by one, a migration there and back, and the report, in one
+run (``make demo``).
 
 Must not import another command family module; shared helpers come from ``zkcoord.cli.common``.
 """
@@ -18,7 +19,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def register(commands) -> None:
     """Add ``demo`` to the ``zkcoord`` subcommands."""
-    demo = commands.add_parser("demo", help="compare the old and the new rebalance, migrate a group, report")
+    demo = commands.add_parser(
+        "demo", help="compare the old and the new rebalance, move members, migrate a group, report"
+    )
     demo.add_argument("--members", type=int, default=4, help="members of the compared groups (default 4)")
     demo.add_argument("--partitions", type=int, default=8, help="partitions of each topic (default 8)")
     demo.add_argument("--variants", default="legacy,eager,static,cooperative", help="variants compared")
