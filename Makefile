@@ -59,6 +59,7 @@ bench: setup
 	$(BIN)/python benchmarks/offsets_audit.py
 	$(BIN)/python benchmarks/gateway.py
 	$(BIN)/python benchmarks/gateway_failover.py
+	$(BIN)/python benchmarks/member_migration.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
