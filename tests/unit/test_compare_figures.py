@@ -1,4 +1,4 @@
-"""A member-migration run's figures from its compare.* events (pure, no processes)."""
+"""A member-migration run's figures from its compare.* events, and a JVM member's records as such events (pure)."""
 
 from zkcoord.compare.figures import migration_figures
 
@@ -31,3 +31,10 @@ def test_figures_count_double_owners_duplicates_in_the_window_and_the_longest_wa
     assert figures.owned_twice == 1 and figures.violations == 2  # and a#1 went back on t-0 at 20
     assert figures.records_duplicated == 2
     assert figures.longest_pause_ms == 2080
+
+
+def test_a_jvm_member_s_printed_records_become_runs_of_consecutive_offsets():
+    from zkcoord.compare.jvm_member import record_runs
+
+    printed = b"started\nrecord t 0 5 a\nrecord t 0 6 b c\nrecord t 1 6 \nrecord t 0 7 d\nrecord t 0 9 e\nstopped\n"
+    assert record_runs(printed) == [("t", 0, 5, 6), ("t", 1, 6, 6), ("t", 0, 7, 7), ("t", 0, 9, 9)]

@@ -213,3 +213,12 @@ def test_librdkafka_variants_are_refused_on_the_synthetic_source(tmp_path):
     with pytest.raises(ValueError, match="'rdkafka-static' runs librdkafka consumers, which need --source kafka"):
         compare_run(options, say=lambda line: None)
     assert not (tmp_path / "out").exists()
+
+
+def test_jvm_members_are_refused_on_the_synthetic_source(tmp_path):
+    from zkcoord.compare.runner import CompareOptions, compare_run
+
+    options = CompareOptions(out=tmp_path / "out", scenarios=["member-migration"], jvm_members=1)
+    with pytest.raises(ValueError, match="JVM members read a Kafka broker"):
+        compare_run(options, say=lambda line: None)
+    assert not (tmp_path / "out").exists()

@@ -85,22 +85,14 @@ class JvmMember:
         return owned
 
     def _report_records(self) -> None:
-        """Complete ``record`` lines printed since the last call, as one event per run of offsets of a partition."""
+        """The complete ``record`` lines printed since the last call, as ``compare.processed`` events."""
         with contextlib.suppress(FileNotFoundError), open(self.jvm.stdout_path, "rb") as output:
             output.seek(self._read)
             data = output.read()
         complete = data.rfind(b"\n") + 1
         self._read += complete
         at = now_ms()
-        runs: list[list] = []
-        for line in data[:complete].splitlines():
-            if found := _RECORD.match(line):
-                topic, partition, offset = found[1].decode(), int(found[2]), int(found[3])
-                if runs and runs[-1][:2] == [topic, partition] and runs[-1][3] == offset - 1:
-                    runs[-1][3] = offset
-                else:
-                    runs.append([topic, partition, offset, offset])
-        for topic, partition, first, last in runs:
+        for topic, partition, first, last in record_runs(data[:complete]):
             self.trace.processed(topic, partition, first, last, at)
 
     def close(self) -> None:
@@ -112,6 +104,20 @@ class JvmMember:
         self._follow()
         self._zk.close()
         self._jvms.close()
+
+
+def record_runs(output: bytes) -> list[tuple[str, int, int, int]]:
+    """The driver's ``record TOPIC PARTITION OFFSET VALUE`` lines as runs of consecutive offsets of one partition:
+    (topic, partition, first offset, last offset); other lines are left out."""
+    runs: list[list] = []
+    for line in output.splitlines():
+        if found := _RECORD.match(line):
+            topic, partition, offset = found[1].decode(), int(found[2]), int(found[3])
+            if runs and runs[-1][:2] == [topic, partition] and runs[-1][3] == offset - 1:
+                runs[-1][3] = offset
+            else:
+                runs.append([topic, partition, offset, offset])
+    return [tuple(run) for run in runs]
 
 
 def _java(value: object) -> object:
