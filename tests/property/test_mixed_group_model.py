@@ -504,7 +504,8 @@ def counterexample() -> tuple[AssertionError, str]:
         run_state_machine_as_test(MixedGroup, settings=settings(max_examples=1000, stateful_step_count=25, **SETTINGS))
     notes = getattr(failure.value, "__notes__", [])
     steps = [line for note in notes for line in note.splitlines() if line.startswith(("state.", "Draw"))]
-    return failure.value, "\n".join(step for step in steps if "one_fetcher" not in step)
+    outcome = str(failure.value).splitlines()[0]
+    return failure.value, "\n".join([*(step for step in steps if "one_fetcher" not in step), f"-> {outcome}"])
 
 
 def test_handing_over_before_claiming_lets_two_members_fetch(monkeypatch):
