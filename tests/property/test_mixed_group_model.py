@@ -495,13 +495,13 @@ SETTINGS = dict(
     suppress_health_check=list(HealthCheck),
 )
 TestMixedGroup = MixedGroup.TestCase
-TestMixedGroup.settings = settings(max_examples=250, stateful_step_count=80, **SETTINGS)
+TestMixedGroup.settings = settings(max_examples=400, stateful_step_count=80, **SETTINGS)
 
 
 def counterexample() -> tuple[AssertionError, str]:
     """Run the model until hypothesis finds a failure: the error, and the shrunk steps that lead to it."""
     with pytest.raises(AssertionError) as failure:
-        run_state_machine_as_test(MixedGroup, settings=settings(max_examples=1000, stateful_step_count=25, **SETTINGS))
+        run_state_machine_as_test(MixedGroup, settings=settings(max_examples=1000, stateful_step_count=80, **SETTINGS))
     notes = getattr(failure.value, "__notes__", [])
     steps = [line for note in notes for line in note.splitlines() if line.startswith(("state.", "Draw"))]
     outcome = str(failure.value).splitlines()[0]
