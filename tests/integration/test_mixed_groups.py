@@ -155,3 +155,39 @@ def test_a_node_failover_keeps_the_coordinator_members_partitions_owned_until_th
             for member in coordinator:
                 member.close()
             legacy.close()
+
+
+def test_a_crashed_coordinator_member_is_released_after_the_grace_and_its_share_followed(zk, zk_connect, tmp_path):
+    """A coordinator member SIGKILLed: the core expires it, the bridge releases its registration and owner znodes
+    after the grace, and the coordinator member left rebalances onto what 0.8.2 now gives it."""
+    prepare_cluster(zk, {TOPIC: PARTITIONS})
+    source = SyntheticSource(rate_per_partition=200, initial_records=100)
+    overrides = {**NODE_OVERRIDES, "zkcoord.bridge.release.grace.ms": 500}
+    with Cluster(zk_connect, tmp_path / "log", tmp_path, overrides) as nodes:
+        nodes.start([1])
+        nodes.wait_balanced(zk)
+        legacy = LegacyGroup(zk_connect, source)
+        coordinator: list[CoordinatorMember] = []
+        crashing = None
+        try:
+            legacy.start()
+            migrate_ok(zk_connect, "up", "--group", GROUP, "--to", "0001_dual_commit")
+            coordinator.append(CoordinatorMember(zk_connect, source))
+            eventually(lambda: consistent(zk, coordinator, 2), WAIT_S, "a mixed group of two")
+            command = [sys.executable, "-m", "zkcoord.testing.client_member", "--zookeeper", zk_connect,
+                       "--group", GROUP, "--topic", TOPIC, "--source", "synthetic:rate=200",
+                       "--trace", str(tmp_path / "crashing.jsonl"), "--session-timeout-ms", "1500",
+                       "--heartbeat-interval-ms", "200"]  # fmt: skip
+            crashing = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            eventually(lambda: len(bridge_members(zk)) == 2, WAIT_S, "the member in its own process registered")
+            eventually(lambda: converged(zk, GROUP) is not None, WAIT_S, "a mixed group of three")
+            crashing.kill()
+            crashing.wait(timeout=10)
+            eventually(lambda: len(bridge_members(zk)) == 1, WAIT_S, "the crashed member released")
+            eventually(lambda: consistent(zk, coordinator, 2), WAIT_S, "its share followed by the others")
+        finally:
+            if crashing is not None and crashing.poll() is None:
+                crashing.kill()
+            for member in coordinator:
+                member.close()
+            legacy.close()

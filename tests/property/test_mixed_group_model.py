@@ -118,7 +118,6 @@ class MixedGroup(RuleBasedStateMachine):
         self.disruptions: set[str] = set()
         self.plans_ready_at = 0
         self.missing_since: dict[str, int] = {}
-        self.legacy_seen: frozenset[str] | None = None
         self.unowned_since: int | None = None
         # members, and what the properties need
         self.legacy: dict[str, Legacy] = {}
@@ -310,7 +309,8 @@ class MixedGroup(RuleBasedStateMachine):
         yield from self.carry_out(core.leave_plan(consumer_id, core.owned_by(self.owners, [consumer_id])))
 
     def check(self) -> Process:
-        """``MixedGroups._check``: release members the core lost for the grace, follow legacy changes, poke."""
+        """``MixedGroups._check``: release members the core lost for the grace, rebalance a stable group whose owner
+        znodes are not what 0.8.2 now gives its coordinator members, poke."""
         for cid, member_id in list(self.bridge_members.items()):
             if member_id in self.group:
                 self.missing_since.pop(cid, None)
@@ -319,9 +319,12 @@ class MixedGroup(RuleBasedStateMachine):
                 yield from self.left(cid)
                 self.missing_since.pop(cid, None)
         legacy = frozenset(self.registrations) - set(self.bridge_members)
-        if self.legacy_seen is not None and legacy != self.legacy_seen:
-            self.rebalance()
-        self.legacy_seen = legacy
+        if self.phase == "stable":
+            consumers = [
+                self.members[m].consumer_id for m in self.group if self.members[m].consumer_id in self.bridge_members
+            ]
+            if core.out_of_date(core.assignments(self.strategy, self.registrations, COUNTS, consumers), self.owners):
+                self.rebalance()
         if not (legacy and self.phase == "stable" and any(tp not in self.owners for tp in PARTITIONS)):
             self.unowned_since = None
         elif self.unowned_since is None:
@@ -464,7 +467,7 @@ class MixedGroup(RuleBasedStateMachine):
         if self.plans:
             event("a failover cuts a plan")
         self.plans, self.plans_ready_at, self.mirror = [], 0, []
-        self.missing_since, self.legacy_seen, self.unowned_since = {}, None, None
+        self.missing_since, self.unowned_since = {}, None
         for member in self.members.values():
             if member.state in ("joining", "parked", "syncing"):
                 member.state = "idle"

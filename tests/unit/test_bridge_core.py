@@ -119,3 +119,11 @@ def test_the_bridge_state_round_trips_and_foreign_data_is_refused():
     assert layout.decode_bridge_state("/p", layout.encode_bridge_state(state)) == state
     with pytest.raises(layout.ZnodeDecodeError):
         layout.decode_bridge_state("/p", b'{"version":1,"strategy":"range","epoch":0,"members":[{"member_id":1}]}')
+
+
+def test_a_stable_group_is_out_of_date_when_its_owner_znodes_differ_from_what_0_8_2_gives_now():
+    owners = {TP("t", 0): "a-0", TP("t", 1): "legacy-0"}
+    assert not core.out_of_date({"a": (TP("t", 0),)}, owners)
+    assert core.out_of_date({"a": (TP("t", 0), TP("t", 2))}, owners)  # a departed member's share is now a's
+    assert core.out_of_date({"a": ()}, owners)  # a legacy member joined and takes t-0
+    assert not core.out_of_date({}, owners)

@@ -201,6 +201,16 @@ def owned_by(owners: Mapping[TopicPartition, str], consumer_ids: Iterable[str]) 
     return {tp: thread for tp, thread in owners.items() if thread in threads}
 
 
+def out_of_date(given: Mapping[str, tuple[TopicPartition, ...]], owners: Mapping[TopicPartition, str]) -> bool:
+    """Whether the owner znodes of the coordinator members' threads differ from ``given`` (consumer id →
+    partitions 0.8.2 gives it now): then the coordinator members must rebalance to follow."""
+    for consumer_id, partitions in given.items():
+        thread = thread_of(consumer_id)
+        if {tp for tp, owner in owners.items() if owner == thread} != set(partitions):
+            return True
+    return False
+
+
 def assignment_error(error: LegacyAssignmentError | UnsupportedFilterError) -> str:
     return f"the group's 0.8.2 assignment cannot be computed: {error}"
 

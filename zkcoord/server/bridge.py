@@ -88,7 +88,6 @@ class BridgeSettings:
 class _Bridged:
     lock: gevent.lock.Semaphore = field(default_factory=gevent.lock.Semaphore)
     missing_since: dict[str, float] = field(default_factory=dict)  # consumer id → when the core lost its member
-    legacy_ids: frozenset[str] | None = None
     unowned_since: float | None = None
     warned: set[str] = field(default_factory=set)
 
@@ -156,13 +155,17 @@ class MixedGroups:
 
     def admit(self, request: Request, respond: Send) -> None:
         """Carry ``request`` through the bridge on a greenlet of its own (it waits for ZooKeeper)."""
-        gevent.spawn(self._admit, request, respond)
-
-    def _admit(self, request: Request, respond: Send) -> None:
         handler = {JoinGroupRequest: self._join, SyncGroupRequest: self._sync, LeaveGroupRequest: self._leave}
+        self._spawn(handler[type(request)], request, respond)
+
+    def _spawn(self, handler: Callable, request: Request, respond: Send, *args) -> None:
+        gevent.spawn(self._serve, handler, request, respond, *args)
+
+    def _serve(self, handler: Callable, request: Request, respond: Send, *args) -> None:
+        """Run ``handler(request, respond, *args)``; whatever stops it, the request still gets an answer."""
         try:
             with gevent.Timeout(ZOOKEEPER_TIMEOUT_S * (self.settings.max_retries + 2)):
-                handler[type(request)](request, respond)
+                handler(request, respond, *args)
         except (KazooException, gevent.Timeout, BridgeError) as error:
             log.warning("bridge cannot serve %s group=%s: %r", type(request).__name__, request.group_id, error)
             respond(_error_response(request, ErrorCode.COORDINATOR_NOT_AVAILABLE, str(error)))
@@ -221,6 +224,10 @@ class MixedGroups:
                         member.member_id,
                         member.consumer_id,
                     )
+                    before = view.registrations.get(member.consumer_id)
+                    if before is not None and set(before.subscription) != set(topics):
+                        # 0.8.2 members watch the children of ids, not their data: make them read it again.
+                        self._poke(group)
         except (KazooException, gevent.Timeout, BridgeError) as error:
             log.warning("cannot register member group=%s member=%s: %r", group, member.member_id, error)
             response = msgspec.structs.replace(response, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
@@ -229,10 +236,10 @@ class MixedGroups:
     def _sync(self, request: SyncGroupRequest, respond: Send) -> None:
         """The leader's SyncGroup carries 0.8.2's assignment, claimed first; every answer is checked again."""
         group_id = request.group_id
-        answer = functools.partial(self._synced, request, respond=respond)
+        answer = functools.partial(self._spawn, self._synced, request, respond)
         group = self.core.groups.get(group_id)
         if group is None or group.leader_id != request.member_id or group.generation != request.generation_id:
-            return self.submit(request, lambda response: gevent.spawn(answer, response))
+            return self.submit(request, answer)
         with self.bridged[group_id].lock:
             claimed, handover = self._claimed(
                 group_id,
@@ -253,9 +260,9 @@ class MixedGroups:
                 for member_id, member in group.members.items()
             )
             request = msgspec.structs.replace(request, assignments=assignments)
-        self.submit(request, lambda response: gevent.spawn(answer, response))
+        self.submit(request, answer)
 
-    def _synced(self, request: SyncGroupRequest, response: SyncGroupResponse, respond: Send) -> None:
+    def _synced(self, request: SyncGroupRequest, respond: Send, response: SyncGroupResponse) -> None:
         """Hand a member its partitions only once their owner znodes name its thread: the leader's handover claimed
         them, but an answer can also come from a generation the core kept (a member that rejoined a stable group
         with unchanged metadata gets its assignment back after the bridge released it at its JoinGroup)."""
@@ -378,12 +385,12 @@ class MixedGroups:
 
     def _flush(self, group_id: str, partitions) -> None:
         """The log's committed offsets of ``partitions`` into ZooKeeper, once their commits in flight are written."""
-        with gevent.Timeout(ZOOKEEPER_TIMEOUT_S, False):
+        late = BridgeError(f"commits of group {group_id} still in flight after {ZOOKEEPER_TIMEOUT_S}s")
+        with gevent.Timeout(ZOOKEEPER_TIMEOUT_S, late):
             while (group := self.core.groups.get(group_id)) is not None and any(
                 group.pending_offsets[tp] for tp in partitions
             ):
                 gevent.sleep(0.005)
-        group = self.core.groups.get(group_id)
         offsets = {} if group is None else {tp: group.offsets[tp].offset for tp in partitions if tp in group.offsets}
         with gevent.Timeout(ZOOKEEPER_TIMEOUT_S):
             outcome = write_offsets_if_greater(self.zk, group_id, offsets)
@@ -440,15 +447,30 @@ class MixedGroups:
                 writer.take_over()
                 log.info("took over the bridge of group=%s at epoch=%d", group_id, writer.epoch)
                 view = self._read(group_id)
-            self._release_departed(group_id, bridged, view)
-            legacy = view.legacy_ids - {self._poke_name(group_id)}
-            if bridged.legacy_ids is not None and legacy != bridged.legacy_ids:
-                log.info("legacy members of group=%s changed: rebalancing its coordinator members", group_id)
+            if self._release_departed(group_id, bridged, view):
+                view = self._read(group_id)
+            if self._handover_out_of_date(group_id, view):
+                log.info("the registrations of group=%s changed: rebalancing its coordinator members", group_id)
                 self.enter(lambda now: self.core.rebalance(group_id, now))
-            bridged.legacy_ids = legacy
             self._retrigger(group_id, bridged, view)
 
-    def _release_departed(self, group_id: str, bridged: _Bridged, view: GroupView) -> None:
+    def _handover_out_of_date(self, group_id: str, view: GroupView) -> bool:
+        """Whether a stable group's coordinator members hold other partitions than 0.8.2 now gives them: a legacy
+        member came or went, or the bridge released a departed member (on this node, or before a failover)."""
+        group = self.core.groups.get(group_id)
+        if group is None or group.state != GroupState.STABLE or view.unreadable:
+            return False
+        consumers = [m.consumer_id for m in view.state.members if m.member_id in group.members]
+        try:
+            subscriptions = bridge.group_subscriptions(view.registrations, sorted(view.partition_counts))
+            given = bridge.assignments(view.state.strategy, subscriptions, view.partition_counts, consumers)
+        except (LegacyAssignmentError, UnsupportedFilterError):
+            return False
+        return bridge.out_of_date(given, view.owners)
+
+    def _release_departed(self, group_id: str, bridged: _Bridged, view: GroupView) -> bool:
+        """Release the members the core has been without for the grace; whether any was released."""
+        released = False
         group = self.core.groups.get(group_id)
         present = set() if group is None else set(group.members)
         now = self.clock.monotonic_ms()
@@ -464,6 +486,8 @@ class MixedGroups:
                 self.departed_released_total += 1
                 bridged.missing_since.pop(member.consumer_id, None)
                 view = self._read(group_id)
+                released = True
+        return released
 
     def _retrigger(self, group_id: str, bridged: _Bridged, view: GroupView) -> None:
         """Poke the legacy members once a partition stayed unowned longer than they retry while the coordinator
@@ -485,13 +509,12 @@ class MixedGroups:
             bridged.unowned_since = now
         elif now - bridged.unowned_since >= self.settings.legacy_window_ms + self.settings.backoff_ms:
             log.info("group=%s has unowned partitions after the legacy members' retries: re-triggering them", group_id)
-            poke_legacy_members(self.zk, group_id, self._poke_name(group_id))
-            self.pokes_total += 1
+            self._poke(group_id)
             bridged.unowned_since = now
 
-    @staticmethod
-    def _poke_name(group_id: str) -> str:
-        return f"{group_id}{bridge.BRIDGE_MARK}rebalance"
+    def _poke(self, group_id: str) -> None:
+        poke_legacy_members(self.zk, group_id, f"{group_id}{bridge.BRIDGE_MARK}rebalance")
+        self.pokes_total += 1
 
 
 def _error_response(request: Request, error: ErrorCode, message: str):
