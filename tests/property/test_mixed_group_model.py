@@ -47,7 +47,7 @@ from hypothesis.stateful import (
 from zkcoord.assign.legacy import thread_id
 from zkcoord.bridge import core
 from zkcoord.model import TopicPartition
-from zkcoord.server.bridge import BridgeSettings
+from zkcoord.server.bridge_plans import BridgeSettings
 
 GROUP, TOPIC = "g", "t"
 COUNTS = {TOPIC: 3}
@@ -202,7 +202,7 @@ class MixedGroup(RuleBasedStateMachine):
     # ---- the bridge (MixedGroups), one ZooKeeper write per step ---------------------------------------------
 
     def carry_out(self, plan: list) -> Iterator[None]:
-        """``MixedGroups._carry_out``: the steps in order; a Handover ends the plan and is returned."""
+        """``PlanRunner.carry_out``: the steps in order; a Handover ends the plan and is returned."""
         for step in plan:
             if isinstance(step, core.Flush):
                 for tp in step.partitions:
@@ -224,7 +224,7 @@ class MixedGroup(RuleBasedStateMachine):
         return None
 
     def claimed(self, plan_of: Callable[[], list], still_wanted: Callable[[], bool]):
-        """``MixedGroups._claimed``: retried with 0.8.2's back-off while a claim conflicts."""
+        """``PlanRunner.claimed``: retried with 0.8.2's back-off while a claim conflicts."""
         for _ in range(BRIDGE.max_retries + 1):
             if not still_wanted():
                 return True, None
@@ -309,7 +309,7 @@ class MixedGroup(RuleBasedStateMachine):
         yield from self.carry_out(core.leave_plan(consumer_id, core.owned_by(self.owners, [consumer_id])))
 
     def check(self) -> Process:
-        """``MixedGroups._check``: release members the core lost for the grace, rebalance a stable group whose owner
+        """``BridgeChecks.check``: release members the core lost for the grace, rebalance a stable group whose owner
         znodes are not what 0.8.2 now gives its coordinator members, poke."""
         for cid, member_id in list(self.bridge_members.items()):
             if member_id in self.group:

@@ -28,7 +28,8 @@ from zkcoord.group.coordinator import GroupCoordinator
 from zkcoord.group.effects import Append
 from zkcoord.runtime import CoordinatorRuntime
 from zkcoord.runtime.durable import DurableLogs
-from zkcoord.server.bridge import BridgeSettings, MixedGroups
+from zkcoord.server.bridge import MixedGroups
+from zkcoord.server.bridge_plans import BridgeSettings
 from zkcoord.server.cluster import ZooKeeperCluster
 from zkcoord.server.config import KafkaListenerSettings, NodeConfig
 from zkcoord.server.connection import WireServer
