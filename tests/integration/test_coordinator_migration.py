@@ -369,7 +369,7 @@ def test_join_group_is_refused_with_23_while_zookeeper_consumers_are_registered(
     assert_join_error_shape(refused)
     message = refused["error_message"]
     assert "legacy-a, legacy-b and 1 more" in message and "ZooKeeper (Kafka 0.8.2) consumers" in message
-    assert "docs/migration.md" in message
+    assert "docs/mixed-groups.md" in message and "--to 0001_dual_commit" in message
 
     for consumer_id in ("legacy-a", "legacy-b", "legacy-c"):
         zk.delete(layout.consumer_path("g", consumer_id))
