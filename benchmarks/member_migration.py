@@ -49,6 +49,10 @@ def main(argv: list[str] | None = None) -> int:
     ]
     print(f"\nmember-migration of {args.members} legacy members to coordinator members, {2 * args.members} partitions:")
     print(format_table(["variant", "status", *COLUMNS], rows))
+    pauses = {r["variant"]: r.get("figures", {}).get("longest_pause_ms") for r in results}
+    if pauses.get(WHOLE_GROUP) and pauses.get(MEMBER_BY_MEMBER) is not None:
+        ratio = pauses[MEMBER_BY_MEMBER] / pauses[WHOLE_GROUP]
+        print(f"longest partition pause, member by member ÷ whole group: {ratio:.2f}")
     print(f"traces: {args.out} (zkcoord pipeline rebalance-report --in {args.out} --out REPORT_DIR)")
     return 0 if all(r["status"] == "ok" for r in results) else 1
 
