@@ -13,6 +13,8 @@ SHAPE = Shape(
     migration_steps=4,
     session_timeout_ms=4000,
     rdkafka_members=["rdkafka-0", "rdkafka-1"],
+    mixed_legacy_members=["mixed-legacy-0"],
+    mixed_client_members=["mixed-client-0"],
 )
 
 
@@ -70,14 +72,25 @@ def test_only_the_kinds_asked_for_are_drawn_and_a_run_without_steps_does_not_mig
 
 def test_member_faults_hit_every_member_kind_and_zookeeper_faults_only_what_has_a_zookeeper_link():
     hit = {(f.kind, f.target) for seed in range(300) for f in draw_schedule(seed, SHAPE).faults}
-    members = [*SHAPE.legacy_members, *SHAPE.client_members, *SHAPE.rdkafka_members]
+    members = [
+        *SHAPE.legacy_members,
+        *SHAPE.client_members,
+        *SHAPE.rdkafka_members,
+        *SHAPE.mixed_legacy_members,
+        *SHAPE.mixed_client_members,
+    ]
     for kind in schedule.MEMBER_KINDS:
         assert {target for k, target in hit if k == kind} == set(members)
     zookeeper_targets = {target for kind, target in hit if kind in schedule.ZK_CLIENT_KINDS}
-    assert zookeeper_targets == {*SHAPE.nodes, *SHAPE.legacy_members}
+    assert zookeeper_targets == {*SHAPE.nodes, *SHAPE.legacy_members, *SHAPE.mixed_legacy_members}
 
 
 def test_a_campaign_without_librdkafka_members_never_targets_one():
     without = Shape(**{**SHAPE.__dict__, "rdkafka_members": ()})
     targets_hit = {f.target for seed in range(200) for f in draw_schedule(seed, without).faults}
     assert not any(target.startswith("rdkafka") for target in targets_hit)
+
+
+def test_a_campaign_without_a_mixed_group_never_targets_one_of_its_members():
+    without = Shape(**{**SHAPE.__dict__, "mixed_legacy_members": (), "mixed_client_members": ()})
+    assert not any(f.target.startswith("mixed") for seed in range(200) for f in draw_schedule(seed, without).faults)

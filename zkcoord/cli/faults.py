@@ -25,6 +25,7 @@ def cmd_faults_run(args: argparse.Namespace) -> int:
         handover_slack_ms=args.handover_slack_ms,
         migrate=not args.no_migration,
         rdkafka_members=args.rdkafka_members,
+        mixed_members=args.mixed_members,
     )
     stop_on_interrupt()
     try:
@@ -68,6 +69,14 @@ def register(commands) -> None:
         default=2,
         metavar="N",
         help="librdkafka members, through the nodes' Kafka listeners to a Kafka broker (default 2; 0: none)",
+    )
+    run.add_argument(
+        "--mixed-members",
+        type=int,
+        default=1,
+        metavar="N",
+        help="zkcoord legacy members, and as many client members, in one DUAL_WRITE group the nodes bridge "
+        "(default 1; 0: no mixed group)",
     )
     run.add_argument("--no-migration", action="store_true", help="leave the legacy group's migration alone")
     run.set_defaults(func=cmd_faults_run)

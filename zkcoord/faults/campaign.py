@@ -2,7 +2,8 @@
 
 One run: a fresh chroot on the campaign's ZooKeeper, three coordinator nodes, a legacy group (zkcoord's 0.8.2
 members, its offsets migrating up and down the steps of ``migrations/`` by ``zkcoord migrate``) and a coordinator
-group (zkcoord's client), records flowing into both from the synthetic source, and a librdkafka group reading
+group (zkcoord's client), a mixed group of both kinds in DUAL_WRITE, bridged by the nodes
+(``zkcoord.faults.mixed``), records flowing into them from the synthetic source, and a librdkafka group reading
 the campaign's Kafka broker through the nodes' Kafka listeners (``zkcoord.faults.data_plane``). Once the groups
 are settled, the nemesis carries out the run's schedule (``zkcoord.faults.schedule``, drawn from the seed) for
 the window; then production stops, every record must be processed within the recovery timeout, the members
@@ -41,6 +42,7 @@ from zkcoord.faults.data_plane import (
 from zkcoord.faults.disk import LogDisk
 from zkcoord.faults.fsync import SlowFsync
 from zkcoord.faults.interrupts import signals_held
+from zkcoord.faults.mixed import MIXED, bridge_group, mixed_member_names
 from zkcoord.faults.schedule import FAULT_KINDS, Fault, Schedule, Shape, draw_schedule
 from zkcoord.migration.runner import ZERO, load_steps
 from zkcoord.model import TopicPartition
@@ -73,6 +75,7 @@ class CampaignOptions:
     legacy_members: int = 2
     client_members: int = 2
     rdkafka_members: int = 2  # 0: no librdkafka group, and no Kafka broker
+    mixed_members: int = 1  # of each kind (legacy, client) in the mixed group; 0: no mixed group
     partitions: int = 4
     rate: float = 20.0  # records/s per partition
     session_timeout_ms: int = 4000
@@ -81,11 +84,14 @@ class CampaignOptions:
     migrate: bool = True
 
     def shape(self, migration_steps: int) -> Shape:
+        mixed = mixed_member_names(self.mixed_members)
         return Shape(
             nodes=[f"node-{n}" for n in range(1, self.nodes + 1)],
             legacy_members=[f"legacy-{n}" for n in range(self.legacy_members)],
             client_members=[f"client-{n}" for n in range(self.client_members)],
             rdkafka_members=[f"{RDKAFKA}-{n}" for n in range(self.rdkafka_members)],
+            mixed_legacy_members=mixed[LEGACY],
+            mixed_client_members=mixed[CLIENT],
             migration_steps=migration_steps if self.migrate else 0,
             session_timeout_ms=self.session_timeout_ms,
             window_ms=int(self.window_s * 1000),
@@ -112,11 +118,14 @@ class FaultRun:
         self.out = options.out / "runs" / f"seed-{schedule.seed}"
         self.tags = {"run": campaign, "scenario": f"seed-{schedule.seed}", "variant": "faults"}
         kinds = (LEGACY, CLIENT) + ((RDKAFKA,) if shape.rdkafka_members else ())
+        kinds += (MIXED,) if shape.mixed_legacy_members else ()
         self.groups = {kind: f"faults.{kind}" for kind in kinds}
         self.topics = {kind: f"{kind}.0" for kind in self.groups}
         if RDKAFKA in self.groups:  # the broker outlives the run: its topic must be the seed's own
             self.topics[RDKAFKA] = f"{RDKAFKA}.seed-{schedule.seed}"
-        self.views = {kind: GroupView({self.topics[kind]: options.partitions}, kind == LEGACY) for kind in self.groups}
+        self.views = {  # legacy members report no generation
+            kind: GroupView({self.topics[kind]: options.partitions}, kind in (LEGACY, MIXED)) for kind in self.groups
+        }
         self.nodes: dict[str, NodeSlot] = {}
         self.members: dict[str, MemberSlot] = {}
         self.starts: dict[str, int] = {}
@@ -134,7 +143,7 @@ class FaultRun:
     # -- events --
 
     def emit(self, event_type: str, member: str = "runner", **fields) -> None:
-        kind = self.members[member].kind if member in self.members else None
+        kind = self.members[member].group if member in self.members else None
         event = make_event(event_type, int(time.time() * 1000), self.groups.get(kind, ""), member, **fields)
         event.update(self.tags)
         event.setdefault("instance", None)
@@ -165,7 +174,7 @@ class FaultRun:
     def start_member(self, name: str) -> None:
         slot = self.members[name]
         count = self.starts[name] = self.starts.get(name, 0) + 1
-        group, session_ms = self.groups[slot.kind], self.options.session_timeout_ms
+        group, session_ms = self.groups[slot.group], self.options.session_timeout_ms
         if slot.kind == RDKAFKA:
             bootstrap = [(HOST, node.kafka_port) for node in self.nodes.values()]
             config = rdkafka_member_config(group, bootstrap, name, "range", False, session_ms, 1000, 1000)
@@ -185,7 +194,7 @@ class FaultRun:
             "member": name,
             "instance": f"{name}#{count}",
             "group": group,
-            "topics": [self.topics[slot.kind]],
+            "topics": [self.topics[slot.group]],
             "source": (self.kafka_production if slot.kind == RDKAFKA else self.production).spec,
             "cost_ms": 1.0,
             "trace": str(self.trace_dir / f"{name}#{count}.jsonl"),
@@ -274,7 +283,7 @@ class FaultRun:
         self.chroot = self.direct_connect[len(base) :]
         register_data_plane(self.direct_connect, self.kafka)
         self.production = SyntheticProduction(options.rate, _Context(self.direct_connect))
-        self.production.create_topics({self.topics[kind]: options.partitions for kind in (LEGACY, CLIENT)})
+        self.production.create_topics({self.topics[kind]: options.partitions for kind in self._synthetic_groups()})
         if RDKAFKA in self.groups:
             topic = self.topics[RDKAFKA]
             self.kafka_production = kafka_production(self.kafka, options.rate)
@@ -300,6 +309,12 @@ class FaultRun:
             for name in names:
                 self.members[name] = MemberSlot(name, kind, zk_address)
                 self.start_member(name)
+        if MIXED in self.groups:  # the other groups settle meanwhile
+            bridge_group(self.direct_connect, self.groups[MIXED])
+            for kind, names in ((LEGACY, shape.mixed_legacy_members), (CLIENT, shape.mixed_client_members)):
+                for name in names:
+                    self.members[name] = MemberSlot(name, kind, zk_address, group=MIXED)
+                    self.start_member(name)
 
     def _recover_and_drain(self, say: Callable[[str], None]) -> None:
         """Wait until every partition is processed again after the last heal, then stop production and wait until
@@ -330,7 +345,7 @@ class FaultRun:
 
     def _stop_production(self) -> dict[tuple[str, int], int]:
         """Stop producing; each partition's end offset, every record below it produced."""
-        sources = [(self.production, (LEGACY, CLIENT))]
+        sources = [(self.production, self._synthetic_groups())]
         if self.kafka_production is not None:
             sources.append((self.kafka_production, (RDKAFKA,)))
         ends = {}
@@ -338,6 +353,10 @@ class FaultRun:
             partitions = [TopicPartition(self.topics[k], p) for k in kinds for p in range(self.options.partitions)]
             ends.update({(tp.topic, tp.partition): end for tp, end in production.stop(partitions).items()})
         return ends
+
+    def _synthetic_groups(self) -> tuple[str, ...]:
+        """The group kinds that read the synthetic source (all but the librdkafka group)."""
+        return tuple(kind for kind in self.groups if kind != RDKAFKA)
 
     def _unserved(self, marks: dict[str, dict]) -> list[tuple[str, int]]:
         """Partitions whose processing has not moved past ``marks`` (per group kind, as ``processed_up_to``)."""
@@ -457,8 +476,9 @@ def run_campaign(options: CampaignOptions, say: Callable[[str], None] = print) -
     unknown = sorted(set(options.kinds) - set(FAULT_KINDS))
     if unknown:
         raise ValueError(f"unknown fault kinds {', '.join(unknown)}; kinds are: {', '.join(FAULT_KINDS)}")
-    if options.rdkafka_members < 0:
-        raise ValueError(f"--rdkafka-members {options.rdkafka_members}: a count of members, 0 for none")
+    for option, count in (("--rdkafka-members", options.rdkafka_members), ("--mixed-members", options.mixed_members)):
+        if count < 0:
+            raise ValueError(f"{option} {count}: a count of members, 0 for none")
     options.out.mkdir(parents=True, exist_ok=True)
     seeds = range(options.first_seed, options.first_seed + options.runs)
     done = {record["seed"] for record in read_results(options.out)}

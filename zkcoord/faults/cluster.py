@@ -74,11 +74,16 @@ class NodeSlot:
 
 
 class MemberSlot:
-    """One member name: its ZooKeeper proxy (legacy members) outlives the instances that fill the slot."""
+    """One member name: its ZooKeeper proxy (legacy members) outlives the instances that fill the slot.
 
-    def __init__(self, name: str, kind: str, zk_address: tuple[str, int]):
+    ``kind`` is the member's (``zkcoord.compare.member``), ``group`` the kind of group it is in: its own kind,
+    or the mixed group's.
+    """
+
+    def __init__(self, name: str, kind: str, zk_address: tuple[str, int], group: str | None = None):
         self.name = name
         self.kind = kind
+        self.group = group or kind
         self.zk_proxy = LoopbackProxy(zk_address, f"{name}->zookeeper").start() if kind == "legacy" else None
         self.process: MemberProcess | None = None
 

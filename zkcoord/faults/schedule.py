@@ -35,7 +35,8 @@ FAULT_KINDS = (
 )
 NODE_KINDS = frozenset({KILL_NODE, PAUSE_NODE, PARTITION_CLIENTS, SLOW_FSYNC})
 MEMBER_KINDS = frozenset({KILL_MEMBER, PAUSE_MEMBER})
-# A node or a legacy member: their ZooKeeper link (client and librdkafka members have none).
+# A node or a legacy member (of the legacy or the mixed group): their ZooKeeper link (client and librdkafka
+# members have none).
 ZK_CLIENT_KINDS = frozenset({SESSION_EXPIRY, PARTITION_ZK})
 ZOOKEEPER = "zookeeper"
 LOG_DISK = "log-disk"  # the nodes share one log directory (docs/coordinator.md)
@@ -52,6 +53,8 @@ class Shape:
     migration_steps: int  # steps in the migrations directory
     session_timeout_ms: int
     rdkafka_members: Sequence[str] = ()  # librdkafka consumers, through the nodes' Kafka listeners
+    mixed_legacy_members: Sequence[str] = ()  # the mixed group's 0.8.2 members (a ZooKeeper link each)
+    mixed_client_members: Sequence[str] = ()  # the mixed group's coordinator members
     window_ms: int = 20_000
     faults: tuple[int, int] = (3, 6)  # how many per run, inclusive
     max_concurrent: int = 2
@@ -115,9 +118,15 @@ def targets(kind: str, shape: Shape) -> list[str]:
     if kind in NODE_KINDS:
         return list(shape.nodes)
     if kind in MEMBER_KINDS:
-        return [*shape.legacy_members, *shape.client_members, *shape.rdkafka_members]
+        return [
+            *shape.legacy_members,
+            *shape.client_members,
+            *shape.rdkafka_members,
+            *shape.mixed_legacy_members,
+            *shape.mixed_client_members,
+        ]
     if kind in ZK_CLIENT_KINDS:
-        return [*shape.nodes, *shape.legacy_members]
+        return [*shape.nodes, *shape.legacy_members, *shape.mixed_legacy_members]
     return [LOG_DISK] if kind == FULL_DISK else [ZOOKEEPER]
 
 
