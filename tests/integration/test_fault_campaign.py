@@ -1,5 +1,6 @@
 """A sample of the fault campaign (``make soak`` runs 200): real nodes, members, ZooKeeper, a Kafka broker behind
-the nodes' Kafka listeners and a nemesis, each run proven safe by the history checker from its traces alone."""
+the nodes' Kafka listeners, a mixed group the nodes bridge and a nemesis, each run proven safe by the history
+checker from its traces alone."""
 
 import pytest
 
@@ -13,15 +14,13 @@ SAMPLE_SEEDS = 5
 WINDOW_S = 10.0
 
 
-def test_the_sample_kills_and_pauses_librdkafka_members_too(tmp_path):
+def test_the_sample_kills_and_pauses_librdkafka_members_too_and_expires_a_mixed_legacy_members_session(tmp_path):
     shape = CampaignOptions(out=tmp_path, window_s=WINDOW_S).shape(len(load_steps()))
     hit = {
-        (fault.kind, fault.target)
-        for seed in range(1, SAMPLE_SEEDS + 1)
-        for fault in draw_schedule(seed, shape).faults
-        if fault.target in shape.rdkafka_members
+        (fault.kind, fault.target) for seed in range(1, SAMPLE_SEEDS + 1) for fault in draw_schedule(seed, shape).faults
     }
-    assert {kind for kind, _ in hit} == schedule.MEMBER_KINDS
+    assert {kind for kind, target in hit if target in shape.rdkafka_members} == schedule.MEMBER_KINDS
+    assert {kind for kind, target in hit if target in shape.mixed_legacy_members} >= {schedule.SESSION_EXPIRY}
 
 
 @pytest.mark.timeout(420)  # five runs of about 25 s and two campaigns' Kafka broker starts; every wait is bounded
@@ -40,5 +39,5 @@ def test_a_sample_of_seeded_fault_runs_breaks_no_rule_and_the_campaign_resumes(t
         report = HistoryReport.from_json(record["report"])
         assert sum(report.faults_injected.values()) >= 1
         assert all(ms is not None for ms in report.recovery_ms.values()), describe(record)
-        assert set(record["groups"]) == {"legacy", "client", "rdkafka"}
+        assert set(record["groups"]) == {"legacy", "client", "rdkafka", "mixed"}
         assert all(group["acknowledged_commits"] > 0 for group in record["groups"].values()), describe(record)
