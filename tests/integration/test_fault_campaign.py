@@ -2,6 +2,9 @@
 the nodes' Kafka listeners, a mixed group the nodes bridge and a nemesis, each run proven safe by the history
 checker from its traces alone."""
 
+import json
+from pathlib import Path
+
 import pytest
 
 from zkcoord.compare.history import HistoryReport
@@ -12,6 +15,15 @@ from zkcoord.migration.runner import load_steps
 
 SAMPLE_SEEDS = 5
 WINDOW_S = 10.0
+
+
+def members_that_processed(out: Path, seed: int) -> set[str]:
+    """The members whose traces in run ``seed`` report processed records."""
+    return {
+        path.name.split("#")[0]
+        for path in (out / "runs" / f"seed-{seed}" / "traces").glob("*#*.jsonl")
+        if any(json.loads(line)["type"] == "compare.processed" for line in path.read_text().splitlines() if line)
+    }
 
 
 def test_the_sample_kills_and_pauses_librdkafka_members_too_and_expires_a_mixed_legacy_members_session(tmp_path):
@@ -41,3 +53,5 @@ def test_a_sample_of_seeded_fault_runs_breaks_no_rule_and_the_campaign_resumes(t
         assert all(ms is not None for ms in report.recovery_ms.values()), describe(record)
         assert set(record["groups"]) == {"legacy", "client", "rdkafka", "mixed"}
         assert all(group["acknowledged_commits"] > 0 for group in record["groups"].values()), describe(record)
+        # The mixed group really was mixed: both kinds were given partitions and read them.
+        assert {"mixed-legacy-0", "mixed-client-0"} <= members_that_processed(tmp_path, record["seed"])
