@@ -35,6 +35,14 @@ def test_the_sample_kills_and_pauses_librdkafka_members_too_and_expires_a_mixed_
     assert {kind for kind, target in hit if target in shape.mixed_legacy_members} >= {schedule.SESSION_EXPIRY}
 
 
+@pytest.mark.parametrize("option", ["rdkafka_members", "mixed_members"])
+def test_a_negative_member_count_is_refused_before_anything_starts(tmp_path, option):
+    flag = "--" + option.replace("_", "-")
+    with pytest.raises(ValueError, match=f"{flag} -1: a count of members"):
+        run_campaign(CampaignOptions(out=tmp_path / "out", **{option: -1}))
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.timeout(420)  # five runs of about 25 s and two campaigns' Kafka broker starts; every wait is bounded
 def test_a_sample_of_seeded_fault_runs_breaks_no_rule_and_the_campaign_resumes(tmp_path):
     said: list[str] = []
