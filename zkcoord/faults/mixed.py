@@ -2,7 +2,7 @@
 
 Before its members start, the operator's own ``zkcoord migrate up --to 0001_dual_commit`` moves the group into
 DUAL_WRITE, which sets up its bridge: the node leading the group's offsets partition then registers each
-coordinator member as a 0.8.2 consumer and claims owner znodes for it (docs/migration.md). The group stays there
+coordinator member as a 0.8.2 consumer and claims owner znodes for it (docs/mixed-groups.md). The group stays there
 for the whole run; the nemesis hits its members as it hits the other groups' (its legacy members have a ZooKeeper
 link of their own), and the nodes that bridge it as every node.
 """
