@@ -191,3 +191,22 @@ def test_a_crashed_coordinator_member_is_released_after_the_grace_and_its_share_
             for member in coordinator:
                 member.close()
             legacy.close()
+
+
+@pytest.mark.usefixtures("cluster")
+def test_going_down_into_dual_write_registers_the_coordinator_members_already_in_the_group(zk, zk_connect):
+    source = SyntheticSource(rate_per_partition=200, initial_records=100)
+    coordinator: list[CoordinatorMember] = []
+    legacy = LegacyGroup(zk_connect, source)
+    try:
+        migrate_ok(zk_connect, "up", "--group", GROUP, "--to", "0003_read_from_log")
+        coordinator.append(CoordinatorMember(zk_connect, source))
+        eventually(lambda: len(coordinator[0].assignment()) == PARTITIONS, WAIT_S, "a coordinator-only group")
+        migrate_ok(zk_connect, "down", "--group", GROUP, "--to", "0002_backfill_log")
+        eventually(lambda: consistent(zk, coordinator, 1), WAIT_S, "the member registered through the bridge")
+        legacy.start()
+        eventually(lambda: consistent(zk, coordinator, 2), WAIT_S, "a legacy member joined the mixed group")
+    finally:
+        for member in coordinator:
+            member.close()
+        legacy.close()

@@ -43,6 +43,8 @@ def test_roundrobin_refuses_a_member_whose_topics_differ_and_range_takes_any():
     assert "same topics" in core.subscription_refusal("roundrobin", "me", ["t"], others)
     assert core.subscription_refusal("roundrobin", "me", ["u", "t"], others) is None
     assert "at least one topic" in core.subscription_refusal("range", "me", [], others)
+    re_trigger = {**others, "g_zkcoord-rebalance": {}}  # no topics, so no threads in 0.8.2's assignment
+    assert core.subscription_refusal("roundrobin", "me", ["t", "u"], re_trigger) is None
 
 
 @given(

@@ -95,8 +95,8 @@ def subscription_refusal(
     if strategy != ROUNDROBIN:
         return None
     for other, subscription in sorted(others.items()):
-        if other == consumer_id:
-            continue
+        if other == consumer_id or not subscription:
+            continue  # a registration with no topics (the bridge's re-trigger) has no threads in 0.8.2
         if set(subscription) != set(topics):
             return (
                 f"the group is assigned by 0.8.2's roundrobin, which requires every consumer to subscribe to the same "

@@ -11,6 +11,7 @@ from dataclasses import asdict
 
 from tqdm import tqdm
 
+from zkcoord.bridge.core import STRATEGIES
 from zkcoord.cli.common import (
     EXIT_OK,
     EXIT_PROBLEM,
@@ -351,9 +352,9 @@ def register(commands) -> None:
         run.add_argument(
             "--partition-assignment-strategy",
             "--partition_assignment_strategy",
-            choices=("range", "roundrobin"),
+            choices=STRATEGIES,
             help="the legacy members' 0.8.2 strategy, which the coordinator's members of a mixed group are assigned "
-            "by (set when going up into DUAL_WRITE; default range)",
+            "by (set by the step that enters DUAL_WRITE, up or down; default range)",
         )
         run.add_argument(
             "--ack-timeout",

@@ -5,6 +5,7 @@ The state znode is changed only by compare-and-set on its version, so two operat
 crash) cannot overwrite each other's step. Works with any kazoo handler.
 """
 
+import contextlib
 import logging
 from collections.abc import Callable
 
@@ -97,11 +98,13 @@ def _bridge_znodes(client: KazooClient, group: str, held: layout.BridgeState) ->
     except NoNodeError:
         topics = []
     for topic in topics:
-        for partition in client.get_children(layout.owners_path(group, topic)):
-            owner_path = f"{layout.owners_path(group, topic)}/{partition}"
-            data, _ = client.get(owner_path)
-            if layout.decode_owner(data) in threads:
-                owners.append(owner_path)
+        # Legacy members delete their own owner znodes while they rebalance: one gone since listed is not ours.
+        with contextlib.suppress(NoNodeError):
+            for partition in client.get_children(layout.owners_path(group, topic)):
+                owner_path = f"{layout.owners_path(group, topic)}/{partition}"
+                with contextlib.suppress(NoNodeError):
+                    if layout.decode_owner(client.get(owner_path)[0]) in threads:
+                        owners.append(owner_path)
     registrations = [layout.consumer_path(group, cid) for cid in sorted(held.consumer_ids)]
     return owners + [path for path in registrations if client.exists(path)]
 

@@ -35,8 +35,9 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 
 from zkcoord.bridge import core as bridge
-from zkcoord.errors import ErrorCode
+from zkcoord.errors import ErrorCode, ZkcoordError
 from zkcoord.group.coordinator import GroupCoordinator
+from zkcoord.model import GroupState
 from zkcoord.runtime.runtime import Send
 from zkcoord.server.bridge_check import BridgeChecks
 from zkcoord.server.bridge_plans import (
@@ -140,12 +141,26 @@ class MixedGroups:
         try:
             with gevent.Timeout(ZOOKEEPER_TIMEOUT_S * (self.settings.max_retries + 2)):
                 handler(request, respond, *args)
-        except (KazooException, gevent.Timeout, BridgeError) as error:
+        except (KazooException, gevent.Timeout, ZkcoordError) as error:
             log.warning("bridge cannot serve %s group=%s: %r", type(request).__name__, request.group_id, error)
             respond(_error_response(request, ErrorCode.COORDINATOR_NOT_AVAILABLE, str(error)))
         except Exception:
             log.exception("bridge failed on %s group=%s", type(request).__name__, request.group_id)
             respond(_error_response(request, ErrorCode.UNKNOWN_SERVER_ERROR, "bridge failure"))
+
+    def _group(self, group: str) -> BridgedGroup:
+        """The bridged group, or :class:`BridgeError` (answered 15: the member retries and meets the ordinary
+        refusal) once the group stopped being a mixed group."""
+        bridged = self.bridged.get(group)
+        if bridged is None:
+            raise BridgeError(f"group {group} is no longer a mixed group")
+        return bridged
+
+    def _read(self, group: str) -> GroupView:
+        view = self.runner.read(group)
+        if view is None:
+            raise BridgeError(f"group {group} is no longer a mixed group")
+        return view
 
     def _join(self, request: JoinGroupRequest, respond: Send) -> None:
         group = request.group_id
@@ -156,10 +171,8 @@ class MixedGroups:
                 topics = read_subscription(next(p for p in request.protocols if p.name in eager).metadata).topics
             except ConsumerProtocolError as error:
                 refusal = f"a mixed group needs the member's subscription: {error}"
-        with self.bridged[group].lock:
-            view = self.runner.read(group)
-            if view is None:
-                return self.submit(request, respond)
+        with self._group(group).lock:
+            view = self._read(group)
             consumer_id = consumer_id_in(view, request.member_id, request.group_instance_id)
             if refusal is None:
                 refusal = self._subscription_refusal(view, consumer_id, topics)
@@ -172,9 +185,11 @@ class MixedGroups:
             return respond(_error_response(request, ErrorCode.INCONSISTENT_GROUP_PROTOCOL, refusal))
         self._warn_liveness(group, request)
         request = msgspec.structs.replace(request, protocols=tuple(p for p in request.protocols if p.name in eager))
-        self.submit(request, lambda response: gevent.spawn(self._joined, request, topics, response, respond))
+        self.submit(request, lambda response: self._spawn(self._joined, request, respond, topics, response))
 
-    def _joined(self, request: JoinGroupRequest, topics: tuple[str, ...], response, respond: Send) -> None:
+    def _joined(self, request: JoinGroupRequest, respond: Send, topics: tuple[str, ...], response) -> None:
+        """Register a member the core admitted before its answer goes out (an error answers 15 through
+        :meth:`_serve`, and the member joins again)."""
         if response.error_code != 0:
             return respond(response)
         group = request.group_id
@@ -184,27 +199,20 @@ class MixedGroups:
             request.group_instance_id,
             topics,
         )
-        try:
-            with gevent.Timeout(ZOOKEEPER_TIMEOUT_S), self.bridged[group].lock:
-                view = self.runner.read(group)
-                if view is not None and (
-                    member not in view.state.members or member.consumer_id not in view.registrations
-                ):
-                    writer = self.runner.writer(group, view)
-                    writer.register(member, bridge.registration_for(topics, self.clock.now_ms()))
-                    log.info(
-                        "registered coordinator member group=%s member=%s as %s",
-                        group,
-                        member.member_id,
-                        member.consumer_id,
-                    )
-                    before = view.registrations.get(member.consumer_id)
-                    if before is not None and set(before.subscription) != set(topics):
-                        # 0.8.2 members watch the children of ids, not their data: make them read it again.
-                        self.checks.poke(group)
-        except (KazooException, gevent.Timeout, BridgeError) as error:
-            log.warning("cannot register member group=%s member=%s: %r", group, member.member_id, error)
-            response = msgspec.structs.replace(response, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        with self._group(group).lock:
+            view = self._read(group)
+            if member not in view.state.members or member.consumer_id not in view.registrations:
+                self.runner.writer(group, view).register(member, bridge.registration_for(topics, self.clock.now_ms()))
+                log.info(
+                    "registered coordinator member group=%s member=%s as %s",
+                    group,
+                    member.member_id,
+                    member.consumer_id,
+                )
+                before = view.registrations.get(member.consumer_id)
+                if before is not None and set(before.subscription) != set(topics):
+                    # 0.8.2 members watch the children of ids, not their data: make them read it again.
+                    self.checks.poke(group)
         respond(response)
 
     def _sync(self, request: SyncGroupRequest, respond: Send) -> None:
@@ -212,13 +220,15 @@ class MixedGroups:
         group_id = request.group_id
         answer = functools.partial(self._spawn, self._synced, request, respond)
         group = self.core.groups.get(group_id)
-        if group is None or group.leader_id != request.member_id or group.generation != request.generation_id:
+        if not self._handing_over(group, request):
             return self.submit(request, answer)
-        with self.bridged[group_id].lock:
+        bridged = self._group(group_id)
+        with bridged.lock:
             claimed, handover = self.runner.claimed(
                 group_id,
                 lambda view: self._handover_plan(view, group),
-                lambda: group.generation == request.generation_id,  # a newer rebalance began: the core says so
+                lambda: self._handing_over(group, request),  # a newer rebalance began: the core says so
+                bridged.lock,
             )
         if not claimed:
             return self._retry_rebalance(group_id, respond)
@@ -235,6 +245,17 @@ class MixedGroups:
             )
             request = msgspec.structs.replace(request, assignments=assignments)
         self.submit(request, answer)
+
+    @staticmethod
+    def _handing_over(group, request: SyncGroupRequest) -> bool:
+        """Whether ``request`` is the leader's SyncGroup of the rebalance the group is completing (a stable
+        group keeps its assignment, whatever a leader sends)."""
+        return (
+            group is not None
+            and group.state == GroupState.COMPLETING_REBALANCE
+            and group.leader_id == request.member_id
+            and group.generation == request.generation_id
+        )
 
     def _synced(self, request: SyncGroupRequest, respond: Send, response: SyncGroupResponse) -> None:
         """Hand a member its partitions only once their owner znodes name its thread: the leader's handover claimed
@@ -256,8 +277,9 @@ class MixedGroups:
             owned = bridge.owned_by(view.owners, [consumer_id])
             return bridge.handover_plan({consumer_id: tuple(partitions)}, {consumer_id: request.member_id}, owned)
 
-        with self.bridged[group_id].lock:
-            claimed, _ = self.runner.claimed(group_id, plan, lambda: True)
+        bridged = self._group(group_id)
+        with bridged.lock:
+            claimed, _ = self.runner.claimed(group_id, plan, lambda: True, bridged.lock)
         if not claimed:
             return self._retry_rebalance(group_id, respond)
         respond(response)
@@ -282,7 +304,7 @@ class MixedGroups:
         respond(response)
         errors = [m.error_code for m in response.members] or [response.error_code] * len(request.members)
         try:
-            with gevent.Timeout(ZOOKEEPER_TIMEOUT_S * 2), self.bridged[request.group_id].lock:
+            with gevent.Timeout(ZOOKEEPER_TIMEOUT_S * 2), self._group(request.group_id).lock:
                 for member, error in zip(request.members, errors, strict=False):
                     view = self.runner.read(request.group_id)
                     consumer_id = (
@@ -291,7 +313,7 @@ class MixedGroups:
                     if consumer_id is not None and error == 0:
                         owned = bridge.owned_by(view.owners, [consumer_id])
                         self.runner.carry_out(request.group_id, view, bridge.leave_plan(consumer_id, owned))
-        except (KazooException, gevent.Timeout, BridgeError) as error:
+        except (KazooException, gevent.Timeout, ZkcoordError) as error:
             # The periodic check releases them once the core has been without them for the grace period.
             log.warning("cannot release the members that left group=%s yet: %r", request.group_id, error)
 

@@ -63,7 +63,10 @@ class BridgeChecks:
                 view = self.runner.read(group_id)
             if self._release_departed(group_id, bridged, view):
                 view = self.runner.read(group_id)
-            if self._handover_out_of_date(group_id, view):
+            if self._unregistered(group_id, view):
+                log.info("group=%s has coordinator members not registered in it: rebalancing them", group_id)
+                self.enter(lambda now: self.core.rebalance(group_id, now))
+            elif self._handover_out_of_date(group_id, view):
                 log.info("the registrations of group=%s changed: rebalancing its coordinator members", group_id)
                 self.enter(lambda now: self.core.rebalance(group_id, now))
             self._retrigger(group_id, bridged, view)
@@ -71,6 +74,15 @@ class BridgeChecks:
     def poke(self, group_id: str) -> None:
         poke_legacy_members(self.runner.zk, group_id, f"{group_id}{bridge.BRIDGE_MARK}rebalance")
         self.pokes_total += 1
+
+    def _unregistered(self, group_id: str, view: GroupView) -> bool:
+        """Whether a stable group has members the bridge never registered: members that joined before the group
+        became mixed (``migrate down`` from LOG_PRIMARY, or a join while this node had not yet seen the bridge).
+        Rejoining through the bridge registers them and makes their ownership 0.8.2's."""
+        group = self.core.groups.get(group_id)
+        if group is None or group.state != GroupState.STABLE:
+            return False
+        return bool(set(group.members) - {m.member_id for m in view.state.members})
 
     def _handover_out_of_date(self, group_id: str, view: GroupView) -> bool:
         """Whether a stable group's coordinator members hold other partitions than 0.8.2 now gives them."""

@@ -100,13 +100,22 @@ class PlanRunner:
         return None
 
     def claimed(
-        self, group: str, plan_of: Callable[[GroupView], list], still_wanted: Callable[[], bool]
+        self,
+        group: str,
+        plan_of: Callable[[GroupView], list],
+        still_wanted: Callable[[], bool],
+        lock: gevent.lock.Semaphore,
     ) -> tuple[bool, bridge.Handover | None]:
         """Carry out ``plan_of(view)``, reading again and retrying as 0.8.2 does while a claim conflicts; (False,
-        None) when it never went through, (True, None) when it is no longer wanted or the group is not bridged."""
-        for attempt in range(self.settings.max_retries + 1):
+        None) when it never went through, (True, None) when it is no longer wanted. Called holding the group's
+        ``lock``, which is let go while waiting for an owner znode to go: a JoinGroup, LeaveGroup or check that
+        releases it may be the one it waits for. :class:`BridgeError` when the group is no longer bridged."""
+        attempts = self.settings.max_retries + 1
+        for attempt in range(1, attempts + 1):
             view = self.read(group)
-            if view is None or not still_wanted():
+            if view is None:
+                raise BridgeError(f"group {group} is no longer a mixed group")
+            if not still_wanted():
                 return True, None
             try:
                 return True, self.carry_out(group, view, plan_of(view))
@@ -117,10 +126,15 @@ class PlanRunner:
                     group,
                     conflict.partition,
                     conflict.owner,
-                    attempt + 1,
-                    self.settings.max_retries + 1,
+                    attempt,
+                    attempts,
                 )
-                self._wait_released(group, conflict.partition, self.settings.backoff_ms / 1000)
+                if attempt < attempts:
+                    lock.release()
+                    try:
+                        self._wait_released(group, conflict.partition, self.settings.backoff_ms / 1000)
+                    finally:
+                        lock.acquire()
         return False, None
 
     def _wait_released(self, group: str, partition: TopicPartition, timeout_s: float) -> None:

@@ -22,6 +22,7 @@ from zkcoord.errors import ZkcoordError
 from zkcoord.model import TopicPartition
 from zkcoord.zk import layout
 from zkcoord.zk.layout import BridgeState, ConsumerRegistration, ZnodeDecodeError
+from zkcoord.zk.topic_filter import UnsupportedFilterError, expand
 
 
 class BridgeError(ZkcoordError):
@@ -95,9 +96,17 @@ def read_group(zk: KazooClient, root: str, group: str) -> GroupView | None:
             partition_counts[topic] = len(reply.get())
         except NoNodeError:
             continue
-    subscribed = {t for reg in registrations.values() for t in reg.subscription} | set(partition_counts)
-    owners = _owners(zk, group, subscribed)
+    owners = _owners(zk, group, _subscribed_topics(registrations, topics))
     return GroupView(state, version, registrations, tuple(sorted(unreadable)), owners, partition_counts)
+
+
+def _subscribed_topics(registrations: Mapping[str, ConsumerRegistration], topics: list[str]) -> set[str]:
+    """The topics some registration subscribes to, wildcards matched as 0.8.2 matches them (every topic when a
+    wildcard cannot be matched: the owners are then read, and the assignment refused, as a whole)."""
+    try:
+        return {t for reg in registrations.values() for t in expand(reg, topics, True)}
+    except UnsupportedFilterError:
+        return set(topics)
 
 
 def _owners(zk: KazooClient, group: str, topics: set[str]) -> dict[TopicPartition, str]:
