@@ -1,10 +1,11 @@
 """Comparison runs whose members are librdkafka consumers (confluent-kafka), reading the session's real broker.
 
-A rolling bounce of two members under eager, cooperative-sticky and static membership, the group run by the
-broker's own coordinator (``kafka-*``) or by a zkcoord node through its Kafka listener (``rdkafka-*``): the same
-consumers, only their bootstrap differs. The members' traces must pass the history checker and cover every
-record the broker holds, and show each protocol's known shape: an eager bounce rebalances and revokes
-everything, a cooperative one revokes only what moves, a static one does not rebalance at all.
+A rolling bounce of two members under eager, cooperative-sticky and static membership, the group run by a zkcoord
+node through its Kafka listener (``rdkafka-*``), and the eager one also by the broker's own coordinator
+(``kafka-eager``): the same consumers, only their bootstrap differs (the broker's cooperative and static runs are
+``zkcoord compare run``'s, left out here for the suite's time). The members' traces must pass the history checker
+and cover every record the broker holds, and show each protocol's known shape: an eager bounce rebalances and
+revokes everything, a cooperative one revokes only what moves, a static one does not rebalance at all.
 """
 
 import json
@@ -17,8 +18,8 @@ from zkcoord.compare.runner import CompareOptions, compare_run
 from zkcoord.compare.scenarios import Workload
 
 SCENARIO = "rolling-bounce"
-TARGETS = ("kafka", "rdkafka")  # the broker's coordinator, zkcoord's
-VARIANTS = tuple(f"{target}-{kind}" for target in TARGETS for kind in ("eager", "cooperative", "static"))
+TARGETS = ("rdkafka",)  # zkcoord's coordinator; the broker's ("kafka") runs the eager variant only
+VARIANTS = ("kafka-eager", *(f"{target}-{kind}" for target in TARGETS for kind in ("eager", "cooperative", "static")))
 MEMBERS = 2
 pytestmark = pytest.mark.timeout(300)
 

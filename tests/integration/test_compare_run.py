@@ -18,8 +18,8 @@ from zkcoord.compare.history import check_history
 from zkcoord.compare.runner import CompareOptions, compare_run
 from zkcoord.compare.scenarios import Workload
 
-MEMBERS = 10
-pytestmark = pytest.mark.timeout(900)  # two runs of 10 bounces each, then a Spark job
+MEMBERS = 6
+pytestmark = pytest.mark.timeout(900)  # two runs of 6 bounces each, then a Spark job
 
 
 @pytest.fixture(scope="module")

@@ -468,6 +468,7 @@ def test_local_mode_gives_the_only_executor_a_share_of_the_machines_memory(spark
     assert memory == local_driver_memory() and 1 <= int(memory.removesuffix("g")) <= 8
 
 
+@pytest.mark.soak  # make test: the import contract forbids gevent and kazoo to the jobs; the demo writes a report
 def test_the_command_writes_the_report_without_importing_gevent_or_kazoo(spark, tmp_path):
     in_dir = write_traces(tmp_path / "run", legacy_bounce(gap=False), eager_kill())
     out_dir = tmp_path / "report"
