@@ -389,6 +389,7 @@ def rolling_bounce_dynamic(zk, zk_connect, tmp_path, slots):
     )
 
 
+@pytest.mark.soak  # make test: the comparison's rolling bounces (test_compare_run, test_compare_rdkafka)
 @pytest.mark.timeout(150)
 def test_rolling_bounce_of_dynamic_members(zk, zk_connect, tmp_path):
     rolling_bounce_dynamic(zk, zk_connect, tmp_path, slots=[0, 4, 7])
@@ -436,6 +437,7 @@ def rolling_bounce_static(zk, zk_connect, tmp_path, slots):
     assert report.generations[-1] == before.generation
 
 
+@pytest.mark.soak  # make test: the comparison's static bounces without a rebalance (test_compare_run, _rdkafka)
 @pytest.mark.timeout(150)
 def test_rolling_bounce_of_static_members_is_no_rebalance(zk, zk_connect, tmp_path):
     rolling_bounce_static(zk, zk_connect, tmp_path, slots=[1, 5, 8])
@@ -519,6 +521,7 @@ def test_coordinator_failover_keeps_the_generation_and_commits_resume(zk, zk_con
     assert rebalances == [], rebalances
 
 
+@pytest.mark.soak  # make test: a paused coordinator in test_coordinator_pause.py and test_client_pause.py
 @pytest.mark.timeout(150)
 def test_coordinator_hang_longer_than_the_session_is_no_rebalance(zk, zk_connect, tmp_path):
     """SIGSTOP of the group's coordinator for longer than its ZooKeeper session: another node takes the group

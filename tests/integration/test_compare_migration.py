@@ -15,7 +15,7 @@ from zkcoord.compare.history import check_history
 from zkcoord.compare.runner import CompareOptions, compare_run
 from zkcoord.compare.scenarios import Workload
 
-MEMBERS = 3
+MEMBERS = 2
 VARIANTS = ("whole-group", "member-by-member")
 pytestmark = pytest.mark.timeout(300)
 
