@@ -5,7 +5,6 @@ The state znode is changed only by compare-and-set on its version, so two operat
 crash) cannot overwrite each other's step. Works with any kazoo handler.
 """
 
-import contextlib
 import logging
 from collections.abc import Callable
 
@@ -22,6 +21,7 @@ from zkcoord.migration.phases import (
     encode_state,
 )
 from zkcoord.zk import layout
+from zkcoord.zk.admin import read_owners
 from zkcoord.zk.layout import ZnodeDecodeError
 
 log = logging.getLogger(__name__)
@@ -71,14 +71,13 @@ def write_state_and_bridge(
         client.ensure_path(layout.bridge_groups_path(root))
         transaction.create(bridge, layout.encode_bridge_state(layout.BridgeState(strategy=strategy)))
     else:
-        try:
-            data, stat = client.get(bridge)
-        except NoNodeError:
+        found = read_bridge_versioned(client, root, group)
+        if found is None:
             return write_state(client, root, group, state, version)
-        held = layout.decode_bridge_state(bridge, data)
+        held, bridge_version = found
         for path_to_drop in _bridge_znodes(client, group, held):
             transaction.delete(path_to_drop)
-        transaction.delete(bridge, version=stat.version)
+        transaction.delete(bridge, version=bridge_version)
     transaction.set_data(path, encode_state(state), version=version)
     results = transaction.commit()
     if any(isinstance(result, Exception) for result in results):
@@ -92,31 +91,25 @@ def write_state_and_bridge(
 def _bridge_znodes(client: KazooClient, group: str, held: layout.BridgeState) -> list[str]:
     """The owner znodes naming a bridge member's thread, then the bridge members' registrations."""
     threads = {thread_id(cid, 0) for cid in held.consumer_ids}
-    owners = []
-    try:
-        topics = client.get_children(layout.owners_path(group))
-    except NoNodeError:
-        topics = []
-    for topic in topics:
-        # Legacy members delete their own owner znodes while they rebalance: one gone since listed is not ours.
-        with contextlib.suppress(NoNodeError):
-            for partition in client.get_children(layout.owners_path(group, topic)):
-                owner_path = f"{layout.owners_path(group, topic)}/{partition}"
-                with contextlib.suppress(NoNodeError):
-                    if layout.decode_owner(client.get(owner_path)[0]) in threads:
-                        owners.append(owner_path)
+    owners = [layout.owner_path(group, *tp) for tp, owner in read_owners(client, group).items() if owner in threads]
     registrations = [layout.consumer_path(group, cid) for cid in sorted(held.consumer_ids)]
     return owners + [path for path in registrations if client.exists(path)]
 
 
 def read_bridge(client: KazooClient, root: str, group: str) -> layout.BridgeState | None:
     """The group's mixed-group bridge, or None when it has none (not in DUAL_WRITE)."""
+    found = read_bridge_versioned(client, root, group)
+    return None if found is None else found[0]
+
+
+def read_bridge_versioned(client: KazooClient, root: str, group: str) -> tuple[layout.BridgeState, int] | None:
+    """The group's bridge and its znode version (what a fenced write compares against), or None."""
     path = layout.bridge_path(root, group)
     try:
-        data, _ = client.get(path)
+        data, stat = client.get(path)
     except NoNodeError:
         return None
-    return layout.decode_bridge_state(path, data)
+    return layout.decode_bridge_state(path, data), stat.version
 
 
 def watch_state(

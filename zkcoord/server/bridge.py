@@ -156,12 +156,6 @@ class MixedGroups:
             raise BridgeError(f"group {group} is no longer a mixed group")
         return bridged
 
-    def _read(self, group: str) -> GroupView:
-        view = self.runner.read(group)
-        if view is None:
-            raise BridgeError(f"group {group} is no longer a mixed group")
-        return view
-
     def _join(self, request: JoinGroupRequest, respond: Send) -> None:
         group = request.group_id
         eager, refusal = bridge.eager_protocols([p.name for p in request.protocols])
@@ -172,7 +166,7 @@ class MixedGroups:
             except ConsumerProtocolError as error:
                 refusal = f"a mixed group needs the member's subscription: {error}"
         with self._group(group).lock:
-            view = self._read(group)
+            view = self.runner.read_bridged(group)
             consumer_id = consumer_id_in(view, request.member_id, request.group_instance_id)
             if refusal is None:
                 refusal = self._subscription_refusal(view, consumer_id, topics)
@@ -200,7 +194,7 @@ class MixedGroups:
             topics,
         )
         with self._group(group).lock:
-            view = self._read(group)
+            view = self.runner.read_bridged(group)
             if member not in view.state.members or member.consumer_id not in view.registrations:
                 self.runner.writer(group, view).register(member, bridge.registration_for(topics, self.clock.now_ms()))
                 log.info(
@@ -289,8 +283,7 @@ class MixedGroups:
         self.enter(lambda now: self.core.rebalance(group_id, now))
 
     def _handover_plan(self, view: GroupView, group) -> list:
-        members = {m.member_id: m.consumer_id for m in view.state.members if m.member_id in group.members}
-        consumers = {cid: member_id for member_id, cid in members.items()}
+        consumers = view.consumers_of(group.members)
         given = self.runner.given(view, consumers)
         if given is None:
             given = dict.fromkeys(consumers, ())  # 0.8.2 would throw: no member of the group claims anything
@@ -327,7 +320,7 @@ class MixedGroups:
 
     def _warn_liveness(self, group: str, request: JoinGroupRequest) -> None:
         warning = bridge.liveness_warning(request.rebalance_timeout_ms, self.settings.legacy_window_ms)
-        warned = self.bridged[group].warned
+        warned = self._group(group).warned
         if warning is not None and request.client_id not in warned:
             warned.add(request.client_id)
             log.warning("group=%s client=%s: %s", group, request.client_id, warning)

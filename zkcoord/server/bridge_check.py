@@ -89,7 +89,7 @@ class BridgeChecks:
         group = self.core.groups.get(group_id)
         if group is None or group.state != GroupState.STABLE or view.unreadable:
             return False
-        given = self.runner.given(view, [m.consumer_id for m in view.state.members if m.member_id in group.members])
+        given = self.runner.given(view, view.consumers_of(group.members))
         return given is not None and bridge.out_of_date(given, view.owners)
 
     def _release_departed(self, group_id: str, bridged: BridgedGroup, view: GroupView) -> bool:

@@ -69,6 +69,14 @@ class PlanRunner:
         with gevent.Timeout(ZOOKEEPER_TIMEOUT_S):
             return read_group(self.zk, self.root, group)
 
+    def read_bridged(self, group: str) -> GroupView:
+        """:meth:`read`, for a caller that cannot go on without the bridge: :class:`BridgeError` (answered 15,
+        so the member joins again and meets the ordinary rules) once the group is no longer mixed."""
+        view = self.read(group)
+        if view is None:
+            raise BridgeError(f"group {group} is no longer a mixed group")
+        return view
+
     def writer(self, group: str, view: GroupView) -> FencedWriter:
         epoch = self.epochs.get(self.core.partition_for(group), -1)
         return FencedWriter(self.zk, self.root, group, view.state, view.version, epoch)
@@ -112,9 +120,7 @@ class PlanRunner:
         releases it may be the one it waits for. :class:`BridgeError` when the group is no longer bridged."""
         attempts = self.settings.max_retries + 1
         for attempt in range(1, attempts + 1):
-            view = self.read(group)
-            if view is None:
-                raise BridgeError(f"group {group} is no longer a mixed group")
+            view = self.read_bridged(group)
             if not still_wanted():
                 return True, None
             try:

@@ -12,15 +12,17 @@ IO: the node's gevent kazoo client; every call bounded by the caller.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError, RolledBackError
 
 from zkcoord.errors import ZkcoordError
+from zkcoord.migration.store import read_bridge_versioned
 from zkcoord.model import TopicPartition
 from zkcoord.zk import layout
+from zkcoord.zk.admin import read_owners
 from zkcoord.zk.layout import BridgeState, ConsumerRegistration, ZnodeDecodeError
 from zkcoord.zk.topic_filter import UnsupportedFilterError, expand
 
@@ -54,24 +56,19 @@ class GroupView:
     owners: Mapping[TopicPartition, str]
     partition_counts: Mapping[str, int]
 
+    def consumers_of(self, member_ids: Iterable[str]) -> dict[str, str]:
+        """Consumer id → member id of the registered coordinator members among ``member_ids``."""
+        wanted = set(member_ids)
+        return {m.consumer_id: m.member_id for m in self.state.members if m.member_id in wanted}
+
     @property
     def legacy_ids(self) -> frozenset[str]:
         return frozenset(self.registrations) - self.state.consumer_ids
 
 
-def read_state(zk: KazooClient, root: str, group: str) -> tuple[BridgeState, int] | None:
-    """The bridge state and its znode version, or None when the group is not bridged."""
-    path = layout.bridge_path(root, group)
-    try:
-        data, stat = zk.get(path)
-    except NoNodeError:
-        return None
-    return layout.decode_bridge_state(path, data), stat.version
-
-
 def read_group(zk: KazooClient, root: str, group: str) -> GroupView | None:
     """Everything the bridge decides from, pipelined; None when the group is not bridged."""
-    found = read_state(zk, root, group)
+    found = read_bridge_versioned(zk, root, group)
     if found is None:
         return None
     state, version = found
@@ -96,7 +93,7 @@ def read_group(zk: KazooClient, root: str, group: str) -> GroupView | None:
             partition_counts[topic] = len(reply.get())
         except NoNodeError:
             continue
-    owners = _owners(zk, group, _subscribed_topics(registrations, topics))
+    owners = read_owners(zk, group, _subscribed_topics(registrations, topics))
     return GroupView(state, version, registrations, tuple(sorted(unreadable)), owners, partition_counts)
 
 
@@ -107,27 +104,6 @@ def _subscribed_topics(registrations: Mapping[str, ConsumerRegistration], topics
         return {t for reg in registrations.values() for t in expand(reg, topics, True)}
     except UnsupportedFilterError:
         return set(topics)
-
-
-def _owners(zk: KazooClient, group: str, topics: set[str]) -> dict[TopicPartition, str]:
-    listed = {t: zk.get_children_async(layout.owners_path(group, t)) for t in topics if layout.is_legal_name(t)}
-    pending = []
-    for topic, reply in listed.items():
-        try:
-            pending += [
-                (TopicPartition(topic, int(p)), zk.get_async(layout.owner_path(group, topic, int(p))))
-                for p in reply.get()
-                if p.isdigit()
-            ]
-        except NoNodeError:
-            continue
-    owners = {}
-    for tp, reply in pending:
-        try:
-            owners[tp] = layout.decode_owner(reply.get()[0])
-        except NoNodeError:
-            continue
-    return owners
 
 
 class FencedWriter:

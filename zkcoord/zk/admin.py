@@ -206,6 +206,28 @@ def read_group(client: KazooClient, group: str, exclude_internal_topics: bool = 
     return snapshot
 
 
+def read_owners(client: KazooClient, group: str, topics: Iterable[str] | None = None) -> dict[TopicPartition, str]:
+    """The owner znodes of ``topics`` (None: every topic under ``/consumers/<g>/owners``), pipelined: partition →
+    the thread id it names. Znodes that are not ``<topic>/<partition>`` are left out, as are those a member deletes
+    while they are read (a rebalancing member releases its own)."""
+    if topics is None:
+        topics = _children(client, layout.owners_path(group))
+    listed = {t: client.get_children_async(layout.owners_path(group, t)) for t in topics if layout.is_legal_name(t)}
+    pending = []
+    for topic, reply in listed.items():
+        with contextlib.suppress(NoNodeError):
+            pending += [
+                (TopicPartition(topic, int(p)), client.get_async(layout.owner_path(group, topic, int(p))))
+                for p in reply.get()
+                if p.isdigit()
+            ]
+    owners = {}
+    for tp, reply in pending:
+        with contextlib.suppress(NoNodeError):
+            owners[tp] = layout.decode_owner(reply.get()[0])
+    return owners
+
+
 def read_offsets(client: KazooClient, group: str) -> Iterable[tuple[str, int, int | str]]:
     """``(topic, partition, offset)`` under ``/consumers/<g>/offsets``; unreadable values as raw text."""
     for topic in sorted(_children(client, layout.offsets_path(group))):
