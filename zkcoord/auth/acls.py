@@ -176,8 +176,8 @@ class Acl:
         return {
             "principal": self.principal,
             "permissionType": self.permission,
-            "operation": self.operation,
             "host": self.host,
+            "operation": self.operation,
         }
 
 
@@ -247,9 +247,10 @@ class ResourcePatternFilter:
 
 
 def encode_acls(acls: Iterable[Acl]) -> bytes:
-    """A resource znode's data as Kafka writes it: ``{"version":1,"acls":[{"principal":...}]}``."""
+    """A resource znode's data byte for byte as Kafka 3.9 writes one ACL (its keys in the order of Java's HashMap):
+    ``{"acls":[{"principal":"User:alice","permissionType":"Allow","host":"*","operation":"Read"}],"version":1}``."""
     entries = [acl.to_json() for acl in sorted(set(acls))]
-    return json.dumps({"version": ACLS_VERSION, "acls": entries}, separators=(",", ":")).encode()
+    return json.dumps({"acls": entries, "version": ACLS_VERSION}, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def decode_acls(data: bytes | None) -> frozenset[Acl]:
@@ -315,7 +316,7 @@ def encode_extended_change(pattern: ResourcePattern) -> bytes:
         "name": pattern.name,
         "patternType": pattern.pattern_type,
     }
-    return json.dumps(event, separators=(",", ":")).encode()
+    return json.dumps(event, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def decode_extended_change(data: bytes) -> ResourcePattern:
