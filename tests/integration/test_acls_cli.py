@@ -64,6 +64,15 @@ def test_add_list_remove_as_kafka_acls(zk, zk_connect, capsys):
     assert list(list_acls(zk)) == [ResourcePattern("Group", "payments")]
 
 
+def test_consumer_role(zk, zk_connect, capsys):
+    consumer = ["--consumer", "--allow-principal", "User:c", "--topic", "t", "--group", "g"]
+    assert run(capsys, "--zookeeper", zk_connect, "--add", *consumer)[0] == 0
+    assert list_acls(zk) == {
+        ResourcePattern("Group", "g"): {Acl("User:c", "*", "Read", "Allow")},
+        ResourcePattern("Topic", "t"): {Acl("User:c", "*", "Read", "Allow"), Acl("User:c", "*", "Describe", "Allow")},
+    }
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
@@ -71,6 +80,8 @@ def test_add_list_remove_as_kafka_acls(zk, zk_connect, capsys):
         (["--add", "--allow-principal", "User:a", "--operation", "Write", "--group", "g"], "GROUP only supports"),
         (["--add", "--allow-principal", "alice", "--group", "g"], "principalType:principalName"),
         (["--add", "--group", "g"], "--allow-principal, --deny-principal"),
+        (["--add", "--consumer", "--allow-principal", "User:a", "--topic", "t"], "--topic and a --group"),
+        (["--add", "--consumer", "--operation", "Read", "--topic", "t", "--group", "g"], "takes no --operation"),
         (["--add", "--allow-principal", "User:a"], "at least one resource"),
         (["--add", "--allow-principal", "User:a", "--group", "a/b"], "invalid resource name"),
         (["--add", "--allow-principal", "User:a", "--group", "g", "--resource-pattern-type", "match"], "not valid"),

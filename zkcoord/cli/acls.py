@@ -84,6 +84,8 @@ def _acls_per_filter(args: argparse.Namespace) -> dict[ResourcePatternFilter, se
     if args.consumer:
         if not args.topic or not args.group:
             raise UsageError("With --consumer you must specify a --topic and a --group")
+        if args.operation or args.deny_principal or args.deny_host:
+            raise UsageError("--consumer takes no --operation, --deny-principal or --deny-host")
         acls = {f: _entries(args, ["Read", "Describe"] if f.resource_type == "Topic" else ["Read"]) for f in filters}
         return {f: entries for f, entries in acls.items() if f.resource_type in ("Topic", "Group")}
     try:
