@@ -5,10 +5,11 @@ import json
 import logging
 
 import pytest
+from kazoo.client import KazooClient
 
-from zkcoord.auth.acls import Acl, Authorizer, ResourcePattern, ResourcePatternFilter
+from zkcoord.auth.acls import Acl, Authorizer, ResourcePattern, ResourcePatternFilter, encode_acls
 from zkcoord.clock import ManualClock
-from zkcoord.testing.zookeeper import wait_until
+from zkcoord.testing.zookeeper import expire_session, wait_until
 from zkcoord.zk.acls import (
     CHANGE_EXPIRY_MS,
     AclStore,
@@ -16,8 +17,10 @@ from zkcoord.zk.acls import (
     list_acls,
     read_acls,
     remove_acls,
+    resource_path,
     update_acls,
 )
+from zkcoord.zk.session import HubThread, make_kazoo_client
 
 GROUP = ResourcePattern("Group", "payments")
 APPS = ResourcePattern("Topic", "app-", "PREFIXED")
@@ -136,3 +139,41 @@ def test_expired_notifications_are_purged(zk):
         assert store.authorizer.acls(GROUP) == {ALICE_READ, BOB_READ}
     finally:
         store.stop()
+
+
+def test_the_store_runs_on_a_gevent_hub(zk, zk_connect):
+    """As a node runs it: a SequentialGeventHandler client on a hub of its own, the store started there."""
+    hub = HubThread("acl-store-test").start()
+    try:
+        client = hub.call(make_kazoo_client, zk_connect, 10_000, timeout=10)
+        hub.call(client.start, 15, timeout=20)
+        store = AclStore(client, Authorizer())
+        hub.call(store.start, timeout=20)
+        try:
+            add_acls(zk, GROUP, [ALICE_READ])
+            wait_until(
+                lambda: store.authorizer.authorize("User:alice", "h", "Read", "Group", "payments"),
+                what="the change to reach the store on the gevent hub",
+            )
+        finally:
+            hub.call(store.stop, timeout=20)
+            hub.call(client.stop, timeout=20)
+            hub.call(client.close, timeout=20)
+    finally:
+        hub.stop()
+
+
+def test_after_a_lost_session_the_store_reads_everything_again(zk, zk_connect):
+    own = KazooClient(hosts=zk_connect)
+    own.start(timeout=15)
+    store = AclStore(own, Authorizer())
+    try:
+        store.start()
+        # A write without a notification (or one purged while the session was lost) is seen only by a full read.
+        zk.create(resource_path(GROUP), encode_acls([ALICE_READ]), makepath=True)
+        expire_session(own)
+        wait_until(lambda: store.authorizer.acls(GROUP) == {ALICE_READ}, what="the reload after the lost session")
+    finally:
+        store.stop()
+        own.stop()
+        own.close()

@@ -201,7 +201,7 @@ class AclStore:
         self.zk = zk
         self.authorizer = authorizer
         self.clock = clock or SystemClock()
-        self._events = zk.handler.queue_impl()
+        self._events = None  # made in start(): a gevent queue belongs to the hub it is made on
         self._last_seen: dict[str, int] = {}
         self._session_lost = False
         self._worker = None
@@ -209,6 +209,7 @@ class AclStore:
     def start(self) -> None:
         """Load every ACL (blocking), then follow the notifications."""
         ensure_acl_paths(self.zk)
+        self._events = self.zk.handler.queue_impl()
         for pattern_type, root in CHANGE_ROOTS.items():
             sequences = [_sequence(child) for child in self.zk.get_children(root)]
             self._last_seen[pattern_type] = max((s for s in sequences if s is not None), default=-1)
