@@ -258,7 +258,10 @@ class AclStore:
                 else:
                     self._follow_changes(item)
             except DISCONNECTED:
-                continue  # the next CONNECTED enqueues the reads again
+                if self.zk.connected:  # the CONNECTED that asks again came before this: ask now
+                    self._events.put(item)
+                elif item is _RELOAD:
+                    self._session_lost = True  # so that the next CONNECTED asks for it again
             except Exception:
                 log.exception("reading ACLs failed, trying again in %ss", RETRY_DELAY_S)
                 self.zk.handler.sleep_func(RETRY_DELAY_S)
