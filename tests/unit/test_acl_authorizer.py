@@ -1,6 +1,7 @@
 """Kafka's ACL model, formats and decision (zkcoord.auth.acls): examples from Kafka's AuthorizerTest and
 AclEntryTest, and properties against a direct reading of AclAuthorizer's rules."""
 
+import contextlib
 import json
 
 import pytest
@@ -372,3 +373,21 @@ def test_implication_table(requested, granted):
     assert allows.authorize(ALICE, HOST1, requested, "Topic", TOPIC) == implied
     denies = filled({topic(): frozenset({Acl(ALICE, "*", granted, "Deny"), Acl(ALICE, "*", "All", "Allow")})})
     assert denies.authorize(ALICE, HOST1, requested, "Topic", TOPIC) == (granted not in (requested, "All"))
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=15), inner, max_size=4),
+    max_leaves=10,
+)
+entry_like = st.fixed_dictionaries({key: json_values for key in ("principal", "permissionType", "host", "operation")})
+foreign = st.binary(max_size=64) | st.builds(
+    lambda acls: json.dumps({"version": 1, "acls": acls}).encode(), json_values | st.lists(entry_like, max_size=2)
+)
+
+
+@given(foreign)
+def test_foreign_data_raises_only_value_error(data):
+    for decode in (decode_acls, decode_literal_change, decode_extended_change):
+        with contextlib.suppress(ValueError):  # anything else escapes and fails the test
+            decode(data)
