@@ -277,6 +277,17 @@ class CoordinatorNotAvailableError(CoordinatorResponseError):
     error_code = ErrorCode.COORDINATOR_NOT_AVAILABLE
 
 
+class SaslAuthenticationError(CoordinatorResponseError):
+    """A SASL exchange failed: a bad password, an unknown user or a malformed token. ``message`` is what Kafka
+    answers the client, ``reason`` what a server logs (it may name what the message keeps quiet about)."""
+
+    error_code = ErrorCode.SASL_AUTHENTICATION_FAILED
+
+    def __init__(self, message: str | None = None, error_code: int | None = None, reason: str | None = None):
+        super().__init__(message, error_code)
+        self.reason = reason or self.message
+
+
 _ERROR_CLASSES: dict[int, type[CoordinatorResponseError]] = {
     cls.error_code: cls
     for cls in (
@@ -290,6 +301,7 @@ _ERROR_CLASSES: dict[int, type[CoordinatorResponseError]] = {
         TopicAuthorizationFailedError,
         SaslAuthenticationFailedError,
         CoordinatorNotAvailableError,
+        SaslAuthenticationError,
     )
 }
 

@@ -19,6 +19,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from zkcoord import env
 from zkcoord.errors import ZkcoordError
 from zkcoord.tables import format_table
+from zkcoord.zk.client import tool_client
 
 EXIT_OK, EXIT_PROBLEM, EXIT_USAGE = 0, 1, 2
 CONNECT_TIMEOUT_S = 10.0
@@ -53,7 +54,7 @@ def zookeeper(args: argparse.Namespace, create_chroot: bool = False) -> contextl
 def zookeeper_at(connect: str, create_chroot: bool = False) -> Iterator[KazooClient]:
     """A started kazoo client on ``connect`` (``host:port[,..][/chroot]``); the chroot is created first when asked."""
     hosts, _, chroot = connect.partition("/")
-    client = KazooClient(hosts=hosts)
+    client = tool_client(hosts)
     try:
         client.start(timeout=CONNECT_TIMEOUT_S)
     except KazooTimeoutError:

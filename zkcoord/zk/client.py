@@ -1,4 +1,4 @@
-"""A plain (threading) kazoo client for one block of work: arranging, checking or reading znodes."""
+"""Kazoo clients for tools: one block of work (arranging, checking or reading znodes), no session to keep."""
 
 import contextlib
 from collections.abc import Iterator
@@ -6,10 +6,15 @@ from collections.abc import Iterator
 from kazoo.client import KazooClient
 
 
+def tool_client(hosts: str) -> KazooClient:
+    """An unstarted kazoo client on ``hosts`` (chroot included): every tool's ZooKeeper client is made here."""
+    return KazooClient(hosts=hosts)
+
+
 @contextlib.contextmanager
 def started_client(connect: str, timeout: float = 30.0) -> Iterator[KazooClient]:
     """A kazoo client on ``connect`` (chroot included), started for the block, then stopped and closed."""
-    client = KazooClient(hosts=connect)
+    client = tool_client(connect)
     client.start(timeout=timeout)
     try:
         yield client
