@@ -9,7 +9,7 @@ from scramp import ScramClient
 
 from zkcoord.auth.sasl import ENABLED_DEFAULT, SUPPORTED_MECHANISMS, SaslClient, SaslServer, check_mechanisms
 from zkcoord.auth.scram import HASHES, ScramCredential, make_credential
-from zkcoord.errors import ConfigError, ErrorCode, SaslAuthenticationError
+from zkcoord.errors import ConfigError, ErrorCode, IllegalStateError, SaslAuthenticationError
 
 PASSWORDS = {"alice": "alice-secret", "a=b,c": "odd-name-secret"}
 CREDENTIALS = {(user, m): make_credential(m, password) for user, password in PASSWORDS.items() for m in HASHES}
@@ -115,13 +115,15 @@ def test_a_token_after_the_end_is_an_illegal_state(mechanism):
     assert failure.value.error_code == ErrorCode.ILLEGAL_SASL_STATE
 
 
-def test_a_failed_exchange_stays_failed():
+def test_a_failed_exchange_stays_failed_and_has_no_principal():
     sasl_server = server("SCRAM-SHA-256")
     with pytest.raises(SaslAuthenticationError):
         sasl_server.evaluate(b"n,,n=mallory,r=abc")
     with pytest.raises(SaslAuthenticationError) as failure:
         sasl_server.evaluate(b"n,,n=alice,r=abc")
     assert failure.value.error_code == ErrorCode.ILLEGAL_SASL_STATE
+    with pytest.raises(IllegalStateError):
+        sasl_server.principal  # noqa: B018
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,7 @@ from scramp import ScramClient, ScramException, ScramMechanism
 from scramp.utils import saslprep
 
 from zkcoord.auth.scram import HASHES, MIN_ITERATIONS, ScramCredential
-from zkcoord.errors import ConfigError, ErrorCode, SaslAuthenticationError
+from zkcoord.errors import ConfigError, ErrorCode, IllegalStateError, SaslAuthenticationError
 
 PLAIN = "PLAIN"
 SUPPORTED_MECHANISMS = (PLAIN, *HASHES)
@@ -89,7 +89,7 @@ class SaslServer:
     def principal(self) -> str:
         """``User:<name>``, Kafka's principal for a SASL user (KafkaPrincipal's toString)."""
         if not self.complete:
-            raise SaslAuthenticationError("Authentication exchange has not completed", ErrorCode.ILLEGAL_SASL_STATE)
+            raise IllegalStateError("Authentication exchange has not completed")
         return f"{PRINCIPAL_TYPE}:{self.username}"
 
     def evaluate(self, token: bytes) -> bytes:
@@ -187,23 +187,24 @@ class SaslClient:
         _check_supported(mechanism)
         self.mechanism = mechanism
         self.complete = False
-        self._first = f"\0{username}\0{password}".encode()
         self._server_tokens = 0
-        self._scram = None
-        if mechanism != PLAIN:
-            try:
-                prepared = saslprep(password)
-                self._scram = ScramClient([mechanism], username, password)
-            except ScramException as error:
-                raise ConfigError(f"SASL/{mechanism} cannot use this user name or password: {error}") from None
-            if prepared != password:
-                # scramp hashes the SASLprep'd password, Kafka the password as typed: the keys would differ.
-                raise ConfigError(f"SASL/{mechanism}: a password that SASLprep changes is not supported")
+        if mechanism == PLAIN:
+            self._plain_token = f"\0{username}\0{password}".encode()
+            self._scram = None
+            return
+        try:
+            prepared = saslprep(password)
+            self._scram = ScramClient([mechanism], username, password)
+        except ScramException as error:
+            raise ConfigError(f"SASL/{mechanism} cannot use this user name or password: {error}") from None
+        if prepared != password:
+            # scramp hashes the SASLprep'd password, Kafka the password as typed: the keys would differ.
+            raise ConfigError(f"SASL/{mechanism}: a password that SASLprep changes is not supported")
 
     def first(self) -> bytes:
         """The client's first token."""
         if self._scram is None:
-            return self._first
+            return self._plain_token
         return self._scram.get_client_first().encode("ascii")
 
     def evaluate(self, server_token: bytes) -> bytes | None:

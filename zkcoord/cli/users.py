@@ -29,7 +29,7 @@ def parse_add_config(text: str) -> dict[str, ScramCredential]:
         if item is None or item.end() == position:
             raise UsageError(f"--add-config: cannot read {text[position:]!r}: configs are KEY=[VALUE],...")
         position = item.end()
-        mechanism, value = item[1], item[2].removeprefix("[").removesuffix("]")
+        mechanism, value = item[1], item[2].removeprefix("[").removesuffix("]").strip()
         if mechanism not in HASHES:
             raise UsageError(f"--add-config: {mechanism!r} is not a SCRAM mechanism ({', '.join(HASHES)})")
         scram = _SCRAM_VALUE.fullmatch(value)

@@ -445,9 +445,11 @@ def decode_entity_config(path: str, data: bytes | None) -> dict[str, str]:
         node = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as error:
         raise ZnodeDecodeError(path, f"not JSON ({type(error).__name__})", not_json=True) from None
-    config = node.get("config", {}) if isinstance(node, dict) else {}
-    if not isinstance(config, dict) or not all(isinstance(value, str) for value in config.values()):
-        raise ZnodeDecodeError(path, "config is not an object of strings")
+    config = node.get("config") if isinstance(node, dict) else None
+    if not isinstance(config, dict):  # Kafka reads no config object as an empty config
+        return {}
+    if not all(isinstance(value, str) for value in config.values()):
+        raise ZnodeDecodeError(path, "config values are not all strings")
     return config
 
 

@@ -12,7 +12,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
 
 from zkcoord.auth.scram import HASHES, InvalidCredentialError, ScramCredential, check_mechanism
-from zkcoord.errors import ConfigError
+from zkcoord.errors import ConfigError, ZkcoordError
 from zkcoord.zk import layout
 from zkcoord.zk.layout import ZnodeDecodeError
 
@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 WRITE_ATTEMPTS = 5
 
 
-class UserConfigConflictError(RuntimeError):
+class UserConfigConflictError(ZkcoordError):
     """A user's config znode kept changing under a write (another tool writing the same user)."""
 
 
