@@ -33,6 +33,7 @@ from zkcoord.errors import (
 from zkcoord.model import GroupState, TopicPartition
 from zkcoord.zk import admin as zk_admin
 from zkcoord.zk import layout
+from zkcoord.zk.client import tool_client
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,7 @@ class LegacyGroups:
     def zookeeper(self) -> KazooClient:
         """The started kazoo client (GroupAdminError when ZooKeeper does not answer in time)."""
         if self._zk is None:
-            client = KazooClient(hosts=self.connect, timeout=ZOOKEEPER_CONNECT_TIMEOUT_S)
+            client = tool_client(self.connect, session_timeout_s=ZOOKEEPER_CONNECT_TIMEOUT_S)
             try:
                 client.start(timeout=ZOOKEEPER_CONNECT_TIMEOUT_S)
             except KazooTimeoutError:

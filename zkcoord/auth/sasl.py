@@ -9,7 +9,7 @@ generic one whenever the reason could tell an attacker whether the user exists; 
 Where scramp is stricter than Kafka (a client never meets these with Kafka's or librdkafka's clients): a
 client-first with an authorization id, even one equal to the user name, or with SCRAM extensions (Kafka's
 ``tokenauth`` delegation tokens, which zkcoord does not serve) is refused; so is a credential whose salt is
-shorter than 12 bytes (Kafka makes 26-byte salts).
+shorter than 12 bytes (Kafka makes salts of about 25 bytes).
 """
 
 import hmac

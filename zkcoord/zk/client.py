@@ -6,9 +6,9 @@ from collections.abc import Iterator
 from kazoo.client import KazooClient
 
 
-def tool_client(hosts: str) -> KazooClient:
+def tool_client(hosts: str, session_timeout_s: float = 10.0) -> KazooClient:
     """An unstarted kazoo client on ``hosts`` (chroot included): every tool's ZooKeeper client is made here."""
-    return KazooClient(hosts=hosts)
+    return KazooClient(hosts=hosts, timeout=session_timeout_s)
 
 
 @contextlib.contextmanager
