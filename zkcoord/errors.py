@@ -266,26 +266,23 @@ class TopicAuthorizationFailedError(CoordinatorResponseError):
 
 
 class SaslAuthenticationFailedError(CoordinatorResponseError):
-    """Wrong credentials, an unknown user or a mechanism the listener does not enable: not retriable."""
+    """Wrong credentials, an unknown user or a mechanism the listener does not enable: not retriable.
 
-    error_code = ErrorCode.SASL_AUTHENTICATION_FAILED
-
-
-class CoordinatorNotAvailableError(CoordinatorResponseError):
-    """No coordinator answered in time (FindCoordinator kept failing, or nodes were unreachable)."""
-
-    error_code = ErrorCode.COORDINATOR_NOT_AVAILABLE
-
-
-class SaslAuthenticationError(CoordinatorResponseError):
-    """A SASL exchange failed: a bad password, an unknown user or a malformed token. ``message`` is what Kafka
-    answers the client, ``reason`` what a server logs (it may name what the message keeps quiet about)."""
+    ``message`` is what Kafka answers the client; ``reason`` what a server logs (it may name what the message
+    keeps quiet about, such as whether the user exists).
+    """
 
     error_code = ErrorCode.SASL_AUTHENTICATION_FAILED
 
     def __init__(self, message: str | None = None, error_code: int | None = None, reason: str | None = None):
         super().__init__(message, error_code)
         self.reason = reason or self.message
+
+
+class CoordinatorNotAvailableError(CoordinatorResponseError):
+    """No coordinator answered in time (FindCoordinator kept failing, or nodes were unreachable)."""
+
+    error_code = ErrorCode.COORDINATOR_NOT_AVAILABLE
 
 
 _ERROR_CLASSES: dict[int, type[CoordinatorResponseError]] = {
@@ -301,7 +298,6 @@ _ERROR_CLASSES: dict[int, type[CoordinatorResponseError]] = {
         TopicAuthorizationFailedError,
         SaslAuthenticationFailedError,
         CoordinatorNotAvailableError,
-        SaslAuthenticationError,
     )
 }
 

@@ -13,7 +13,7 @@ from scramp import ScramClient
 from zkcoord import cli, peers
 from zkcoord.auth.sasl import SaslClient, SaslServer
 from zkcoord.auth.scram import make_credential
-from zkcoord.errors import SaslAuthenticationError
+from zkcoord.errors import SaslAuthenticationFailedError
 from zkcoord.peers.jvm import java_command
 from zkcoord.zk import layout, users
 
@@ -62,7 +62,7 @@ def test_a_user_made_by_kafka_configs_authenticates_on_zkcoord(zk, zk_connect):
     assert server.complete and server.principal == f"User:{USER}"
 
     wrong = SaslServer("SCRAM-SHA-256", lambda user, mechanism: users.scram_credential(zk, user, mechanism), {})
-    with pytest.raises(SaslAuthenticationError):
+    with pytest.raises(SaslAuthenticationFailedError):
         scram_exchange(wrong, "SCRAM-SHA-256", USER, "alice-secreT")
 
     kafkas = users.scram_credential(zk, USER, "SCRAM-SHA-512")

@@ -9,7 +9,7 @@ from scramp import ScramClient
 
 from zkcoord.auth.sasl import ENABLED_DEFAULT, SUPPORTED_MECHANISMS, SaslClient, SaslServer, check_mechanisms
 from zkcoord.auth.scram import HASHES, ScramCredential, make_credential
-from zkcoord.errors import ConfigError, ErrorCode, IllegalStateError, SaslAuthenticationError
+from zkcoord.errors import ConfigError, ErrorCode, IllegalStateError, SaslAuthenticationFailedError
 
 PASSWORDS = {"alice": "alice-secret", "a=b,c": "odd-name-secret"}
 CREDENTIALS = {(user, m): make_credential(m, password) for user, password in PASSWORDS.items() for m in HASHES}
@@ -44,7 +44,7 @@ def test_the_right_password_authenticates_both_sides(mechanism, user):
 @pytest.mark.parametrize("user", ["alice", "mallory"])
 def test_a_wrong_password_or_unknown_user_gets_kafkas_generic_message(mechanism, user):
     sasl_server = server(mechanism)
-    with pytest.raises(SaslAuthenticationError) as failure:
+    with pytest.raises(SaslAuthenticationFailedError) as failure:
         exchange(sasl_server, SaslClient(mechanism, user, "guess"))
     assert failure.value.message == invalid_credentials(mechanism)
     assert failure.value.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
@@ -54,7 +54,7 @@ def test_a_wrong_password_or_unknown_user_gets_kafkas_generic_message(mechanism,
 
 @pytest.mark.parametrize("user", ["alice", "mallory"])
 def test_plain_refuses_a_wrong_password_or_unknown_user_alike(user):
-    with pytest.raises(SaslAuthenticationError, match="^Authentication failed: Invalid username or password$"):
+    with pytest.raises(SaslAuthenticationFailedError, match="^Authentication failed: Invalid username or password$"):
         exchange(server("PLAIN"), SaslClient("PLAIN", user, "guess"))
 
 
@@ -74,7 +74,7 @@ def test_plain_tokens_as_kafkas_plain_sasl_server_reads_them(token, message):
     if message is None:
         assert sasl_server.evaluate(token) == b"" and sasl_server.principal == "User:alice"
     else:
-        with pytest.raises(SaslAuthenticationError, match=message):
+        with pytest.raises(SaslAuthenticationFailedError, match=message):
             sasl_server.evaluate(token)
 
 
@@ -90,7 +90,7 @@ def test_a_client_final_replayed_on_another_exchange_fails(mechanism):
     first_server, _, client_final = scram_messages(mechanism)
     first_server.evaluate(client_final)
     replay_server, _, _ = scram_messages(mechanism)
-    with pytest.raises(SaslAuthenticationError, match=invalid_credentials(mechanism)):
+    with pytest.raises(SaslAuthenticationFailedError, match=invalid_credentials(mechanism)):
         replay_server.evaluate(client_final)
 
 
@@ -102,7 +102,7 @@ def test_a_tampered_client_final_fails(mechanism, data):
     position = data.draw(st.integers(0, len(client_final) - 1))
     replacement = data.draw(st.integers(0x21, 0x7E).filter(lambda byte: byte != client_final[position]))
     tampered = client_final[:position] + bytes([replacement]) + client_final[position + 1 :]
-    with pytest.raises(SaslAuthenticationError):
+    with pytest.raises(SaslAuthenticationFailedError):
         sasl_server.evaluate(tampered)
 
 
@@ -110,16 +110,16 @@ def test_a_tampered_client_final_fails(mechanism, data):
 def test_a_token_after_the_end_is_an_illegal_state(mechanism):
     sasl_server, _, client_final = scram_messages(mechanism)
     sasl_server.evaluate(client_final)
-    with pytest.raises(SaslAuthenticationError) as failure:
+    with pytest.raises(SaslAuthenticationFailedError) as failure:
         sasl_server.evaluate(client_final)
     assert failure.value.error_code == ErrorCode.ILLEGAL_SASL_STATE
 
 
 def test_a_failed_exchange_stays_failed_and_has_no_principal():
     sasl_server = server("SCRAM-SHA-256")
-    with pytest.raises(SaslAuthenticationError):
+    with pytest.raises(SaslAuthenticationFailedError):
         sasl_server.evaluate(b"n,,n=mallory,r=abc")
-    with pytest.raises(SaslAuthenticationError) as failure:
+    with pytest.raises(SaslAuthenticationFailedError) as failure:
         sasl_server.evaluate(b"n,,n=alice,r=abc")
     assert failure.value.error_code == ErrorCode.ILLEGAL_SASL_STATE
     with pytest.raises(IllegalStateError):
@@ -138,12 +138,12 @@ def test_a_failed_exchange_stays_failed_and_has_no_principal():
     ],
 )
 def test_a_client_first_message_refused(client_first):
-    with pytest.raises(SaslAuthenticationError, match=invalid_credentials("SCRAM-SHA-256")):
+    with pytest.raises(SaslAuthenticationFailedError, match=invalid_credentials("SCRAM-SHA-256")):
         server("SCRAM-SHA-256").evaluate(client_first)
 
 
 def test_an_authorization_id_of_another_user_gets_kafkas_message():
-    with pytest.raises(SaslAuthenticationError, match="authorization id that is different from username"):
+    with pytest.raises(SaslAuthenticationFailedError, match="authorization id that is different from username"):
         server("SCRAM-SHA-256").evaluate(b"n,a=bob,n=alice,r=abc")
 
 
@@ -153,7 +153,7 @@ def test_a_store_that_fails_or_a_weak_credential_fails_the_exchange_only():
 
     weak = {("alice", "SCRAM-SHA-256"): ScramCredential(b"0123456789abcdef", b"k", b"k", 4095)}
     for sasl_server in (SaslServer("SCRAM-SHA-256", broken_store, {}), server("SCRAM-SHA-256", weak)):
-        with pytest.raises(SaslAuthenticationError, match=invalid_credentials("SCRAM-SHA-256")):
+        with pytest.raises(SaslAuthenticationFailedError, match=invalid_credentials("SCRAM-SHA-256")):
             exchange(sasl_server, SaslClient("SCRAM-SHA-256", "alice", "alice-secret"))
 
 
@@ -162,7 +162,7 @@ def test_the_client_refuses_a_server_that_does_not_know_the_credential(mechanism
     sasl_server, client = server(mechanism), SaslClient(mechanism, "alice", "alice-secret")
     client_final = client.evaluate(sasl_server.evaluate(client.first()))
     server_final = sasl_server.evaluate(client_final)
-    with pytest.raises(SaslAuthenticationError):
+    with pytest.raises(SaslAuthenticationFailedError):
         client.evaluate(server_final[:-4] + b"AAA=")
     assert not client.complete
 
@@ -176,7 +176,7 @@ def test_the_client_refuses_a_password_saslprep_would_change():
 @settings(max_examples=50)
 @given(token=st.binary(max_size=200))
 def test_random_tokens_only_raise_sasl_authentication_error(mechanism, token):
-    with contextlib.suppress(SaslAuthenticationError):
+    with contextlib.suppress(SaslAuthenticationFailedError):
         server(mechanism).evaluate(token)
 
 

@@ -3,7 +3,7 @@
 The listener feeds :class:`SaslServer` each SaslAuthenticate token and sends back what ``evaluate`` returns; a
 tool feeds :class:`SaslClient` the server's tokens. The SCRAM messages are scramp's (RFC 5802), checked first
 against Kafka's ``ScramMessages`` grammar so that what Kafka refuses is refused here too. Failures raise
-:class:`~zkcoord.errors.SaslAuthenticationError` with the message Kafka's ``SaslServerAuthenticator`` sends: the
+:class:`~zkcoord.errors.SaslAuthenticationFailedError` with the message Kafka's ``SaslServerAuthenticator`` sends: the
 generic one whenever the reason could tell an attacker whether the user exists; ``reason`` says it for logs.
 
 Where scramp is stricter than Kafka (a client never meets these with Kafka's or librdkafka's clients): a
@@ -20,7 +20,7 @@ from scramp import ScramClient, ScramException, ScramMechanism
 from scramp.utils import saslprep
 
 from zkcoord.auth.scram import HASHES, MIN_ITERATIONS, ScramCredential
-from zkcoord.errors import ConfigError, ErrorCode, IllegalStateError, SaslAuthenticationError
+from zkcoord.errors import ConfigError, ErrorCode, IllegalStateError, SaslAuthenticationFailedError
 
 PLAIN = "PLAIN"
 SUPPORTED_MECHANISMS = (PLAIN, *HASHES)
@@ -93,10 +93,10 @@ class SaslServer:
         return f"{PRINCIPAL_TYPE}:{self.username}"
 
     def evaluate(self, token: bytes) -> bytes:
-        """The server's answer to the client's ``token``; a SaslAuthenticationError ends the exchange."""
+        """The server's answer to the client's ``token``; a SaslAuthenticationFailedError ends the exchange."""
         state, self._state = self._state, "failed"  # until this token is handled in full
         if state in ("complete", "failed"):
-            raise SaslAuthenticationError(
+            raise SaslAuthenticationFailedError(
                 f"Unexpected SASL token in server state {state.upper()}", ErrorCode.ILLEGAL_SASL_STATE
             )
         if self.mechanism == PLAIN:
@@ -110,8 +110,8 @@ class SaslServer:
             self._state = "complete"
         return answer
 
-    def _invalid(self, reason: str) -> SaslAuthenticationError:
-        return SaslAuthenticationError(
+    def _invalid(self, reason: str) -> SaslAuthenticationFailedError:
+        return SaslAuthenticationFailedError(
             "Authentication failed during authentication due to invalid credentials with SASL mechanism "
             + self.mechanism,
             reason=reason,
@@ -121,22 +121,23 @@ class SaslServer:
         """Kafka's ``PlainSaslServer``: ``authzid NUL user NUL password``, messages as it sends them."""
         tokens = token.decode("utf-8", "replace").split("\0")
         if len(tokens) != 3:
-            raise SaslAuthenticationError(f"Invalid SASL/PLAIN response: expected 3 tokens, got {min(len(tokens), 4)}")
+            got = min(len(tokens), 4)  # Kafka splits at most four times
+            raise SaslAuthenticationFailedError(f"Invalid SASL/PLAIN response: expected 3 tokens, got {got}")
         authzid, username, password = tokens
         if not username:
-            raise SaslAuthenticationError("Authentication failed: username not specified")
+            raise SaslAuthenticationFailedError("Authentication failed: username not specified")
         if not password:
-            raise SaslAuthenticationError("Authentication failed: password not specified")
+            raise SaslAuthenticationFailedError("Authentication failed: password not specified")
         expected = self._plain_users.get(username)
         # Compared even for an unknown user, so that the time taken does not tell which users exist.
         matches = hmac.compare_digest(password.encode("utf-8"), (expected or "\0").encode("utf-8"))
         if expected is None or not matches:
-            raise SaslAuthenticationError(
+            raise SaslAuthenticationFailedError(
                 "Authentication failed: Invalid username or password",
                 reason=f"PLAIN user {username!r} " + ("unknown" if expected is None else "gave a wrong password"),
             )
         if authzid and authzid != username:
-            raise SaslAuthenticationError(
+            raise SaslAuthenticationFailedError(
                 "Authentication failed: Client requested an authorization id that is different from username"
             )
         self.username = username
@@ -155,7 +156,7 @@ class SaslServer:
         if credential is None:
             raise self._invalid(f"no {self.mechanism} credential for user {username!r}")
         if message["authzid"] and message["authzid"] != username:
-            raise SaslAuthenticationError(
+            raise SaslAuthenticationFailedError(
                 "Authentication failed: Client requested an authorization id that is different from username"
             )
         if credential.iterations < MIN_ITERATIONS:
@@ -219,6 +220,6 @@ class SaslClient:
                 return self._scram.get_client_final().encode("utf-8")
             self._scram.set_server_final(server_token.decode("utf-8"))
         except (ScramException, UnicodeDecodeError) as error:
-            raise SaslAuthenticationError(f"SASL/{self.mechanism} exchange failed: {error}") from None
+            raise SaslAuthenticationFailedError(f"SASL/{self.mechanism} exchange failed: {error}") from None
         self.complete = True
         return None
