@@ -193,8 +193,16 @@ def test_describe_groups_answers_30_per_group_in_the_request_order():
     core = m.DescribeGroupsResponse(
         groups=(m.DescribedGroup(error_code=0, group_id="b"), m.DescribedGroup(error_code=0, group_id="a"))
     )
-    kafka = to_plain(groups.kafka_response(15, 5, [request], [authorized.response(core)]))
-    assert [(g["group_id"], g["error_code"]) for g in kafka["groups"]] == [("a", 0), ("secret", 30), ("b", 0)]
+    allowed = _allow(("Describe", "Group", "a"), ("Describe", "Group", "b"), ("Read", "Group", "b"))
+    kafka = to_plain(groups.kafka_response(15, 5, [request], [authorized.response(core)], allowed=allowed))
+    # Authorized operations are the principal's (Read 3, Delete 6, Describe 8), only on groups described.
+    assert [(g["group_id"], g["error_code"], g["authorized_operations"]) for g in kafka["groups"]] == [
+        ("a", 0, 1 << 8),
+        ("secret", 30, -(2**31)),
+        ("b", 0, (1 << 3) | (1 << 8)),
+    ]
+    with_no_authorizer = to_plain(groups.kafka_response(15, 5, [request], [core]))
+    assert {g["authorized_operations"] for g in with_no_authorizer["groups"]} == {(1 << 3) | (1 << 6) | (1 << 8)}
     nothing = authorize(request, _deny_all)
     assert nothing.request is None
     assert [g.error_code for g in nothing.response(None).groups] == [30, 30, 30]
