@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from zkcoord.auth.requests import Authorized, Denial, authorize
+from zkcoord.auth.requests import Authorized, Denial, authorize, authorizing
 from zkcoord.wire import messages as m
 from zkcoord.wire.kafka import groups
 from zkcoord.wire.kafka.entities import to_plain
@@ -279,6 +279,23 @@ def test_metadata_marks_requested_topics_not_describable_29_and_hides_them_from_
 def test_api_versions_needs_nothing():
     request = m.ApiVersionsRequest()
     assert authorize(request, _deny_all) == Authorized(request)
+
+
+def test_a_listener_dispatch_behind_the_checks_answers_refusals_itself_and_completes_the_rest():
+    dispatched, answers, denied = [], [], []
+
+    def core(request, respond):
+        dispatched.append(request)
+        respond(_core_commit_answer(request))
+
+    dispatch = authorizing(core, _allow(("Read", "Group", "g"), ("Read", "Topic", "orders")), denied.append)
+    dispatch(m.HeartbeatRequest(group_id="h", generation_id=1, member_id="m"), answers.append)
+    dispatch(_commit("g", ("secret", (0,)), ("orders", (1,))), answers.append)
+    assert [type(r).__name__ for r in dispatched] == ["OffsetCommitRequest"]
+    assert [t.name for t in dispatched[0].topics] == ["orders"]
+    assert answers[0] == m.HeartbeatResponse(error_code=30)
+    assert _results(answers[1]) == [("secret", [(0, 29)]), ("orders", [(1, 0)])]
+    assert denied == [Denial("Read", "Group", "h"), Denial("Read", "Topic", "secret")]
 
 
 # ---- properties ----------------------------------------------------------------------------------------------

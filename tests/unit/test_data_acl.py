@@ -6,8 +6,9 @@ from collections.abc import Callable
 
 import pytest
 
-from zkcoord.wire.kafka import data_acl
-from zkcoord.wire.kafka.data_acl import Denial, Verdict, authorize_forwarded, authorized_operations
+from zkcoord.wire.kafka import data_acl, versions
+from zkcoord.wire.kafka.acl import Denial, Verdict, authorized_operations
+from zkcoord.wire.kafka.data_acl import authorize_forwarded
 from zkcoord.wire.kafka.entities import build, to_plain
 from zkcoord.wire.kafka.frames import (
     encode_request,
@@ -302,3 +303,71 @@ def test_authorized_operations_are_kafkas_bits_of_the_granted_supported_operatio
     assert authorized_operations(_allow(("Read", "Group", "g"), ("Write", "Group", "g")), "Group", "g") == 1 << 3
     everything = authorized_operations(lambda *_: True, "Group", "g")
     assert everything == (1 << 3) | (1 << 6) | (1 << 8)  # zkcoord's answer with no authorizer
+
+
+def test_with_authorization_fetch_is_advertised_up_to_the_last_version_that_names_topics():
+    table = versions.advertised({1: (0, 17), 0: (0, 11)}, caps=data_acl.AUTHORIZED_CAPS)
+    assert table[1] == (4, data_acl.FETCH_BY_NAME_MAX) and table[0] == versions.advertised({0: (0, 11)})[0]
+
+
+_TXN = {"transactional_id": "tx", "producer_id": 5, "producer_epoch": 1}
+
+
+def test_ending_a_transaction_needs_write_on_its_transactional_id():
+    assert _check(26, 3, {**_TXN, "committed": True}, _allow(("Write", "TransactionalId", "tx"))) is None
+    refused = _check(26, 3, {**_TXN, "committed": True}, _allow(("Describe", "TransactionalId", "tx")))
+    assert refused.denials == (Denial("Write", "TransactionalId", "tx"),) and refused.forward is None
+    assert to_plain(refused.answer)["error_code"] == 53
+
+
+def test_adding_offsets_to_a_transaction_needs_read_on_the_group_too():
+    writer = _allow(("Write", "TransactionalId", "tx"))
+    refused = _check(25, 3, {**_TXN, "group_id": "g"}, writer)
+    assert refused.denials == (Denial("Read", "Group", "g"),) and to_plain(refused.answer)["error_code"] == 30
+    assert (
+        _check(25, 3, {**_TXN, "group_id": "g"}, _allow(("Write", "TransactionalId", "tx"), ("Read", "Group", "g")))
+        is None
+    )
+
+
+def test_adding_partitions_to_a_transaction_adds_none_unless_every_topic_is_writable():
+    plain = {
+        "v3_and_below_transactional_id": "tx",
+        "v3_and_below_producer_id": 5,
+        "v3_and_below_producer_epoch": 1,
+        "v3_and_below_topics": [{"name": "orders", "partitions": [0, 1]}, {"name": "secret", "partitions": [2]}],
+    }
+    refused = _check(24, 3, plain, _allow(("Write", "TransactionalId", "tx"), ("Write", "Topic", "orders")))
+    assert refused.denials == (Denial("Write", "Topic", "secret"),)
+    results = to_plain(refused.answer)["results_by_topic_v3_and_below"]
+    assert [[p["partition_error_code"] for p in t["results_by_partition"]] for t in results] == [[55, 55], [29]]
+    no_id = to_plain(_check(24, 3, plain, _allow(("Write", "Topic", "orders"), ("Write", "Topic", "secret"))).answer)
+    assert {
+        p["partition_error_code"] for t in no_id["results_by_topic_v3_and_below"] for p in t["results_by_partition"]
+    } == {53}
+
+
+def test_describe_configs_needs_describe_configs_on_each_topic_or_the_cluster_for_a_broker():
+    resources = [
+        {"resource_type": 4, "resource_name": "1", "configuration_keys": None},
+        {"resource_type": 2, "resource_name": "orders", "configuration_keys": None},
+        {"resource_type": 2, "resource_name": "secret", "configuration_keys": None},
+    ]
+    plain = {"resources": resources, "include_synonyms": False, "include_documentation": False}
+    verdict = _check(32, 4, plain, _allow(("DescribeConfigs", "Topic", "orders")))
+    assert verdict.denials == (
+        Denial("DescribeConfigs", "Cluster", "kafka-cluster"),
+        Denial("DescribeConfigs", "Topic", "secret"),
+    )
+    assert [r["resource_name"] for r in _forwarded(verdict)[1]["resources"]] == ["orders"]
+    answered = {"error_code": 0, "error_message": None, "resource_type": 2, "resource_name": "orders", "configs": []}
+    merged = to_plain(verdict.reply(_upstream(32, 4, {"results": [answered]})))
+    assert [(r["resource_name"], r["error_code"]) for r in merged["results"]] == [
+        ("1", 31),
+        ("orders", 0),
+        ("secret", 29),
+    ]
+
+
+def test_client_telemetry_is_forwarded_unchecked_as_kafka_does():
+    assert _check(71, 0, {"client_instance_id": None}, _deny_all) is None

@@ -8,10 +8,11 @@ was dispatched) into the client's: the refused entries put back, with Kafka's co
 Both listeners use it: the Kafka listener's group mapping (:mod:`zkcoord.wire.kafka.groups`) reads the answers it
 gives like any other answer of the core.
 
-Where Kafka differs from request order (DeleteGroups and OffsetCommit list the refused entries apart), the
-answer keeps the request's order: clients match entries by name.
+Kafka lists refused entries before or after the others, by API; here they keep their place in the request's
+order (clients match entries by name). :func:`authorizing` puts the checks in front of a listener's
+``dispatch(request, respond)``.
 
-Pure: imports only zkcoord.wire and zkcoord.errors; no IO.
+Pure: imports only msgspec, zkcoord.wire and zkcoord.errors; no IO.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import msgspec
 
 from zkcoord.errors import ErrorCode
 from zkcoord.wire import messages as m
-from zkcoord.wire.kafka.data_acl import (
+from zkcoord.wire.kafka.acl import (
     CLUSTER,
     CLUSTER_NAME,
     DELETE,
@@ -63,6 +64,28 @@ def authorize(request: m.Request, allowed: Allowed) -> Authorized:
     """What of ``request`` the principal behind ``allowed`` may have done, and how its answer looks."""
     check = _CHECKS.get(type(request))
     return Authorized(request) if check is None else check(request, allowed)
+
+
+Respond = Callable[[m.Response], None]
+Dispatch = Callable[[m.Request, Respond], None]
+
+
+def authorizing(dispatch: Dispatch, allowed: Allowed, on_denied: Callable[[Denial], None]) -> Dispatch:
+    """``dispatch`` behind the checks of ``allowed``: a refused request is answered at once, a reduced one is
+    dispatched and its answer completed; ``on_denied`` gets each refused check (for the log)."""
+
+    def authorized_dispatch(request: m.Request, respond: Respond) -> None:
+        authorized = authorize(request, allowed)
+        for denial in authorized.denials:
+            on_denied(denial)
+        if authorized.request is None:
+            respond(authorized.response(None))
+        elif authorized.merge is _unchanged:
+            dispatch(request, respond)
+        else:
+            dispatch(authorized.request, lambda answer: respond(authorized.response(answer)))
+
+    return authorized_dispatch
 
 
 def _group(request) -> str:

@@ -1,32 +1,28 @@
-"""Kafka's ACL checks for the requests a gateway forwards, made before forwarding, as Kafka 3.9's KafkaApis makes
-them; and Kafka's ACL vocabulary (operations, resource types, the operation bits of ``authorized_operations``).
-
-The upstream broker sees only the gateway's own principal, so the gateway checks the client's:
-:func:`authorize_forwarded` takes a request frame and ``allowed(operation, resource_type, name)``, bound to the
-connection's principal and host, and says what to do (docs/security.md, "Which ACL each request needs"):
+"""The gateway's own ACL checks on the requests it forwards, made before forwarding as Kafka 3.9's KafkaApis
+makes them: the upstream broker sees only the gateway's principal. :func:`authorize_forwarded` takes a request
+frame and ``allowed(operation, resource_type, name)``, bound to the connection's principal and host, and says
+what to do (docs/security.md, "Which ACL each request needs"). The data APIs and Metadata are checked here, a
+transactional producer's requests in :mod:`~zkcoord.wire.kafka.txn_acl`, the admin ones in
+:mod:`~zkcoord.wire.kafka.admin_acl`.
 
 - Produce: Write on each topic (and Write on the TransactionalId when the request names one); Fetch: Read on each
   topic (ClusterAction on the Cluster for a replica's fetch); ListOffsets and OffsetForLeaderEpoch: Describe on
-  each topic (OffsetForLeaderEpoch also passes with ClusterAction on the Cluster); FindCoordinator for a
-  transaction: Describe on each TransactionalId; Metadata: Describe on each topic, and no topic auto-created
-  that the principal may not create.
-- Kafka answers such a request per topic: the refused topics with 29 (53 for a TransactionalId), the others as
-  if alone. The gateway does the same: a request with a refused topic is forwarded *reduced* (re-encoded through
-  kio without the refused topics) and the broker's answer gets the refused topics back in the request's order;
-  a request refused whole is answered here and nothing is forwarded. Refusing the allowed topics too (one answer
-  for the whole request) would be simpler but would lie to the client about topics it may use, and a producer
-  would fail batches it was allowed to write. The cost is a decode and an encode, only when something is refused.
+  each topic; Metadata: Describe on each topic, and no topic auto-created that the principal may not create.
+- Kafka answers such a request per topic: the refused topics with 29, the others as if alone. The gateway does
+  the same: a request with a refused topic is forwarded *reduced* (re-encoded through kio without the refused
+  topics) and the broker's answer gets the refused topics back in the request's order; a request refused whole
+  is answered here and nothing is forwarded. Refusing the allowed topics too (one answer for the whole request)
+  would be simpler but would lie to the client about topics it may use, and a producer would fail batches it was
+  allowed to write. The cost, a decode and an encode, is paid only when something is refused.
 - Produce with ``acks=0`` and a refused topic: Kafka appends the rest and closes the connection (the producer
   expects no answer, so the close is how it learns); so does the gateway.
 - Fetch v13+ names topics by id, which the gateway cannot check without the broker's id table: with
-  authorization on, the listener advertises Fetch up to :data:`FETCH_BY_NAME_MAX` and closes a connection that
-  sends a newer one. A fetch session's partitions that the request does not repeat are not checked again
-  (Kafka checks them on every fetch): a revoked Read takes effect when the client next names the partition or
-  opens a new session.
-- A request whose body cannot be read (a version older than kio's) is closed: it cannot be checked.
-- Any other forwarded API: :func:`forwarded_operation` says which cluster-wide operation Kafka requires for the
-  whole request, or that only super users may send it (the APIs whose checks are per resource: CreateTopics,
-  DeleteTopics, the configs APIs, transactions...); a refusal closes the connection.
+  authorization on, the listener advertises Fetch up to :data:`FETCH_BY_NAME_MAX` (:data:`AUTHORIZED_CAPS`) and
+  a newer one closes its connection. A fetch session's partitions that a request does not repeat are not checked
+  again (Kafka checks them on every fetch): a revoked Read takes effect when the client next names the partition.
+- A request whose body cannot be read (a version older than kio's) cannot be checked: its connection is closed.
+- Any other forwarded API needs what :func:`~zkcoord.wire.kafka.admin_acl.forwarded_operation` says; a refusal
+  closes the connection.
 
 Metadata's answer is rewritten anyway (:mod:`zkcoord.wire.kafka.rewrite`); :func:`filter_metadata` takes out
 what the principal may not see.
@@ -36,94 +32,58 @@ Pure: imports only kio and zkcoord.wire.kafka.
 
 from __future__ import annotations
 
-import collections
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import NamedTuple, TypeVar
+from collections.abc import Callable
+from typing import NamedTuple
 
-from zkcoord.wire.kafka.entities import build, to_plain
-from zkcoord.wire.kafka.frames import (
-    RequestHeader,
-    encode_request,
-    read_body,
-    read_response,
-    request_schema,
-    response_schema,
+from zkcoord.wire.kafka import admin_acl, txn_acl
+from zkcoord.wire.kafka.acl import (
+    CLUSTER,
+    CLUSTER_ACTION,
+    CLUSTER_NAME,
+    CREATE,
+    DESCRIBE,
+    NOT_REQUESTED,
+    READ,
+    TOPIC,
+    TOPIC_AUTHORIZATION_FAILED,
+    TRANSACTIONAL_ID,
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    WRITE,
+    Allowed,
+    Denial,
+    Verdict,
+    authorized_operations,
+    in_request_order,
+    reencoded,
 )
-from zkcoord.wire.kafka.versions import FETCH, FIND_COORDINATOR, METADATA, PRODUCE
+from zkcoord.wire.kafka.entities import build, to_plain
+from zkcoord.wire.kafka.frames import RequestHeader, read_body, read_response, request_schema, response_schema
+from zkcoord.wire.kafka.versions import FETCH, FORWARD_CAPS, METADATA, PRODUCE
 
-# Kafka's ACL names, as its ACL JSON and kafka-acls spell them.
-ALL, READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE = "All", "Read", "Write", "Create", "Delete", "Alter", "Describe"
-CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS = "ClusterAction", "DescribeConfigs", "AlterConfigs"
-IDEMPOTENT_WRITE = "IdempotentWrite"
-TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID = "Topic", "Group", "Cluster", "TransactionalId"
-CLUSTER_NAME = "kafka-cluster"  # the one Cluster resource's name
-
-Allowed = Callable[[str, str, str], bool]
-Entry = TypeVar("Entry")
-
-TOPIC_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_FAILED, TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 29, 31, 53
-LIST_OFFSETS, INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH = 2, 22, 23
+LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH = 2, 23
 FETCH_BY_NAME_MAX = 12  # Fetch v13 names topics by id
+# The forwarded versions' caps with authorization on (versions.advertised's ``caps``).
+AUTHORIZED_CAPS = {**FORWARD_CAPS, FETCH: min(FORWARD_CAPS[FETCH], FETCH_BY_NAME_MAX)}
 _METADATA_AUTO_CREATION_FIELD = 4  # the first Metadata version that can ask for no auto-creation
-_TRANSACTION_KEY = 1
-
-# Kafka's AclOperation codes, and the operations each resource type supports (AclEntry.supportedOperations).
-_OPERATION_CODES = {
-    READ: 3,
-    WRITE: 4,
-    CREATE: 5,
-    DELETE: 6,
-    ALTER: 7,
-    DESCRIBE: 8,
-    CLUSTER_ACTION: 9,
-    DESCRIBE_CONFIGS: 10,
-    ALTER_CONFIGS: 11,
-    IDEMPOTENT_WRITE: 12,
-}
-_SUPPORTED = {
-    TOPIC: (READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS),
-    GROUP: (READ, DELETE, DESCRIBE),
-    CLUSTER: (CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE),
-    TRANSACTIONAL_ID: (WRITE, DESCRIBE),
-}
-_NOT_REQUESTED = -(2**31)  # Kafka's "authorized operations not asked for"
 
 
-class Denial(NamedTuple):
-    """One refused check, for the log: the principal and host are the caller's."""
-
-    operation: str
-    resource_type: str
-    name: str
-
-
-def authorized_operations(allowed: Allowed, resource_type: str, name: str) -> int:
-    """Kafka's bit field of the operations ``resource_type`` ``name`` supports that ``allowed`` grants (the
-    ``authorized_operations`` of DescribeGroups, Metadata and DescribeCluster)."""
-    bits = 0
-    for operation in _SUPPORTED[resource_type]:
-        if allowed(operation, resource_type, name):
-            bits |= 1 << _OPERATION_CODES[operation]
-    return bits
+def authorize_forwarded(header: RequestHeader, request: bytes, allowed: Allowed) -> Verdict | None:
+    """What the gateway does with request frame ``request`` (without its size prefix; ``header`` read from it)
+    from the principal behind ``allowed``; None: forward it unchanged."""
+    api_key = header.api_key
+    check = _BODY_CHECKS.get(api_key)
+    if check is None:
+        requirement = admin_acl.forwarded_operation(api_key)
+        if requirement is None or allowed(requirement.operation, requirement.resource_type, CLUSTER_NAME):
+            return None
+        return Verdict((Denial(requirement.operation, requirement.resource_type, CLUSTER_NAME),), close=True)
+    unreadable = request_schema(api_key, header.api_version) is None
+    if unreadable or (api_key == FETCH and header.api_version > FETCH_BY_NAME_MAX):
+        return Verdict(close=True)
+    return check(header, to_plain(read_body(header, request)), allowed)
 
 
-@dataclass(frozen=True)
-class Verdict:
-    """What the gateway does instead of forwarding a request unchanged.
-
-    ``answer``: the kio response to send, nothing forwarded. Otherwise the request is forwarded: as
-    ``forward`` (a size-prefixed frame with the client's correlation id) instead of the client's frame when set,
-    and ``reply``, when set, turns the upstream's answer frame (without its size prefix) into the kio response
-    for the client, which the gateway then rewrites as any answer of its API (Metadata's addresses).
-    ``close``: close the connection once the answers before it are written (after forwarding ``forward``, if any).
-    """
-
-    denials: tuple[Denial, ...] = ()
-    answer: object | None = None
-    forward: bytes | None = None
-    reply: Callable[[bytes], object] | None = None
-    close: bool = False
+# ---- the data APIs ---------------------------------------------------------------------------------------------
 
 
 class _Topics(NamedTuple):
@@ -202,22 +162,6 @@ _PER_TOPIC = {
 _TOPIC_OPERATION = {PRODUCE: WRITE, FETCH: READ, LIST_OFFSETS: DESCRIBE, OFFSET_FOR_LEADER_EPOCH: DESCRIBE}
 
 
-def authorize_forwarded(header: RequestHeader, request: bytes, allowed: Allowed) -> Verdict | None:
-    """What the gateway does with request frame ``request`` (without its size prefix; ``header`` read from it)
-    from the principal behind ``allowed``; None: forward it unchanged."""
-    api_key = header.api_key
-    check = _BODY_CHECKS.get(api_key)
-    if check is None:
-        requirement = forwarded_operation(api_key)
-        if allowed(requirement.operation, requirement.resource_type, CLUSTER_NAME):
-            return None
-        return Verdict((Denial(requirement.operation, requirement.resource_type, CLUSTER_NAME),), close=True)
-    unreadable = request_schema(api_key, header.api_version) is None
-    if unreadable or (api_key == FETCH and header.api_version > FETCH_BY_NAME_MAX):
-        return Verdict(close=True)
-    return check(header, to_plain(read_body(header, request)), allowed)
-
-
 def _per_topic(header: RequestHeader, body: dict, allowed: Allowed) -> Verdict | None:
     api_key, spec = header.api_key, _PER_TOPIC[header.api_key]
     topics = body[spec.request_list]
@@ -265,7 +209,7 @@ def _per_topic(header: RequestHeader, body: dict, allowed: Allowed) -> Verdict |
         plain[spec.response_list] = in_request_order(names, refused, answered, lambda topic: topic[spec.response_name])
         return build(type(upstream), plain)
 
-    forward = _reencoded(header, {**body, spec.request_list: kept})
+    forward = reencoded(header, {**body, spec.request_list: kept})
     return Verdict(denials, forward=forward, reply=None if close else reply, close=close)
 
 
@@ -279,31 +223,6 @@ def _whole_request_refusal(api_key: int, body: dict, allowed: Allowed) -> tuple[
     if follower and not allowed(CLUSTER_ACTION, CLUSTER, CLUSTER_NAME):
         return TOPIC_AUTHORIZATION_FAILED, Denial(CLUSTER_ACTION, CLUSTER, CLUSTER_NAME)
     return None
-
-
-def in_request_order(
-    names: Sequence[str], refused: Mapping[int, Entry], answered: Iterable[Entry], name_of: Callable[[Entry], str]
-) -> tuple[Entry, ...]:
-    """``answered`` (the answers to the request's entries not in ``refused``) and ``refused`` (by the entry's
-    index in ``names``, the request's entry names) in the request's order; answered entries the request did not
-    name go last."""
-    waiting: dict[str, collections.deque] = collections.defaultdict(collections.deque)
-    for entry in answered:
-        waiting[name_of(entry)].append(entry)
-    spliced = []
-    for index, name in enumerate(names):
-        if index in refused:
-            spliced.append(refused[index])
-        elif waiting[name]:
-            spliced.append(waiting[name].popleft())
-    spliced.extend(entry for left in waiting.values() for entry in left)
-    return tuple(spliced)
-
-
-def _reencoded(header: RequestHeader, plain: dict, version: int | None = None) -> bytes:
-    """The size-prefixed request ``plain`` of the client's API, at its version unless told."""
-    schema = request_schema(header.api_key, header.api_version if version is None else version)
-    return encode_request(header.correlation_id, header.client_id, build(schema, plain))
 
 
 # ---- Metadata ----------------------------------------------------------------------------------------------
@@ -323,7 +242,7 @@ def _metadata(header: RequestHeader, body: dict, allowed: Allowed) -> Verdict:
     sent_version, forward = version, None
     if uncreatable and body.get("allow_auto_topic_creation", True):
         sent_version = max(version, _METADATA_AUTO_CREATION_FIELD)
-        forward = _reencoded(header, {**body, "allow_auto_topic_creation": False}, sent_version)
+        forward = reencoded(header, {**body, "allow_auto_topic_creation": False}, sent_version)
     include_operations = body.get("include_topic_authorized_operations", False)
 
     def reply(frame: bytes):
@@ -349,7 +268,7 @@ def filter_metadata(response, requested_all: bool, allowed: Allowed, topic_opera
         elif not requested_all:
             topics.append(_refused_topic(topic["name"]))
     plain["topics"] = topics
-    if "cluster_authorized_operations" in plain and plain["cluster_authorized_operations"] != _NOT_REQUESTED:
+    if "cluster_authorized_operations" in plain and plain["cluster_authorized_operations"] != NOT_REQUESTED:
         plain["cluster_authorized_operations"] = (
             authorized_operations(allowed, CLUSTER, CLUSTER_NAME) if allowed(DESCRIBE, CLUSTER, CLUSTER_NAME) else 0
         )
@@ -366,114 +285,9 @@ def _refused_topic(name: str) -> dict:
     }
 
 
-# ---- FindCoordinator for transactions ---------------------------------------------------------------------------
-
-
-def _transaction_coordinator(header: RequestHeader, body: dict, allowed: Allowed) -> Verdict | None:
-    """Describe on each TransactionalId looked up (group keys are served, not forwarded)."""
-    if body.get("key_type", 0) != _TRANSACTION_KEY:
-        return None
-    keys = body["coordinator_keys"] if header.api_version >= 4 else [body["key"]]
-    verdicts = {key: allowed(DESCRIBE, TRANSACTIONAL_ID, key) for key in dict.fromkeys(keys)}
-    denied = {index: key for index, key in enumerate(keys) if not verdicts[key]}
-    if not denied:
-        return None
-    denials = tuple(Denial(DESCRIBE, TRANSACTIONAL_ID, key) for key, ok in verdicts.items() if not ok)
-    schema = response_schema(FIND_COORDINATOR, header.api_version)
-    refused = {index: _refused_coordinator(key) for index, key in denied.items()}
-    if header.api_version < 4:
-        return Verdict(denials, answer=build(schema, {"throttle_time": 0, **refused[0]}))
-    kept = [key for index, key in enumerate(keys) if index not in denied]
-    if not kept:
-        return Verdict(denials, answer=build(schema, {"throttle_time": 0, "coordinators": list(refused.values())}))
-
-    def reply(frame: bytes):
-        _, upstream = read_response(FIND_COORDINATOR, header.api_version, frame)
-        plain = to_plain(upstream)
-        plain["coordinators"] = in_request_order(keys, refused, plain["coordinators"], lambda each: each["key"])
-        return build(schema, plain)
-
-    return Verdict(denials, forward=_reencoded(header, {**body, "coordinator_keys": kept}), reply=reply)
-
-
-def _refused_coordinator(key: str) -> dict:
-    return {
-        "key": key,
-        "error_code": TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-        "error_message": None,
-        "node_id": -1,
-        "host": "",
-        "port": -1,
-    }
-
-
-# ---- InitProducerId ------------------------------------------------------------------------------------------------
-
-
-def _init_producer_id(header: RequestHeader, body: dict, allowed: Allowed) -> Verdict | None:
-    """Write on the TransactionalId for a transactional producer. An idempotent one passes: Kafka asks
-    IdempotentWrite on the Cluster or Write on any topic, and ``allowed`` cannot ask "any"; a producer id grants
-    nothing by itself, since every Produce is checked per topic."""
-    transactional_id = body.get("transactional_id")
-    if transactional_id is None or allowed(WRITE, TRANSACTIONAL_ID, transactional_id):
-        return None
-    answer = {
-        "throttle_time": 0,
-        "error_code": TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-        "producer_id": -1,
-        "producer_epoch": -1,
-    }
-    schema = response_schema(INIT_PRODUCER_ID, header.api_version)
-    return Verdict((Denial(WRITE, TRANSACTIONAL_ID, transactional_id),), answer=build(schema, answer))
-
-
-# ---- everything else forwarded ------------------------------------------------------------------------------------
-
-
-class Requirement(NamedTuple):
-    """A cluster-wide operation Kafka requires for a whole request."""
-
-    operation: str
-    resource_type: str = CLUSTER
-
-
-# The forwarded APIs whose Kafka check is one operation on the Cluster for the whole request.
-_CLUSTER_WIDE = {
-    29: Requirement(DESCRIBE),  # DescribeAcls
-    30: Requirement(ALTER),  # CreateAcls
-    31: Requirement(ALTER),  # DeleteAcls
-    34: Requirement(ALTER),  # AlterReplicaLogDirs
-    35: Requirement(DESCRIBE),  # DescribeLogDirs
-    43: Requirement(ALTER),  # ElectLeaders
-    45: Requirement(ALTER),  # AlterPartitionReassignments
-    46: Requirement(DESCRIBE),  # ListPartitionReassignments
-    48: Requirement(DESCRIBE_CONFIGS),  # DescribeClientQuotas
-    49: Requirement(ALTER_CONFIGS),  # AlterClientQuotas
-    50: Requirement(DESCRIBE),  # DescribeUserScramCredentials
-    51: Requirement(ALTER),  # AlterUserScramCredentials
-    57: Requirement(ALTER),  # UpdateFeatures
-    # Kafka checks nothing unless the cluster's authorized operations are asked for; the broker would answer them
-    # for the gateway's principal, so the gateway asks what Kafka asks then.
-    60: Requirement(DESCRIBE),  # DescribeCluster
-    **{key: Requirement(CLUSTER_ACTION) for key in (4, 5, 6, 7, 27, 56, 67)},  # between brokers and controllers
-}
-# Kafka's ALL matches an ACL granting ALL (and super users) only: a cluster administrator's.
-_CLUSTER_ADMIN = Requirement(ALL)
-
-
-def forwarded_operation(api_key: int) -> Requirement:
-    """The operation on the Cluster that Kafka requires for a whole request of ``api_key`` that the gateway
-    forwards and does not check per topic; All on the Cluster (super users and cluster administrators) where
-    Kafka's check is per resource named in the body (CreateTopics: Create; DeleteTopics, DeleteRecords: Delete;
-    CreatePartitions: Alter; the configs APIs: DescribeConfigs/AlterConfigs per resource; AddPartitionsToTxn,
-    AddOffsetsToTxn, EndTxn: Write on the TransactionalId; the delegation-token APIs...), which the gateway does
-    not decode."""
-    return _CLUSTER_WIDE.get(api_key, _CLUSTER_ADMIN)
-
-
 _BODY_CHECKS: dict[int, Callable[[RequestHeader, dict, Allowed], Verdict | None]] = {
     **dict.fromkeys(_PER_TOPIC, _per_topic),
     METADATA: _metadata,
-    FIND_COORDINATOR: _transaction_coordinator,
-    INIT_PRODUCER_ID: _init_producer_id,
+    **txn_acl.CHECKS,
+    **admin_acl.CHECKS,
 }

@@ -18,7 +18,7 @@ import msgspec
 
 from zkcoord.errors import ErrorCode
 from zkcoord.wire import messages as m
-from zkcoord.wire.kafka.data_acl import GROUP, Allowed, authorized_operations
+from zkcoord.wire.kafka.acl import GROUP, Allowed, authorized_operations
 from zkcoord.wire.kafka.entities import build, to_plain
 from zkcoord.wire.kafka.frames import request_schema, response_schema
 

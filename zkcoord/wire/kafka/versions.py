@@ -68,16 +68,18 @@ def kio_versions(api_key: int) -> tuple[int, int] | None:
     return min(versions), max(versions)
 
 
-def advertised(upstream: Mapping[int, tuple[int, int]], sasl: bool = False) -> dict[int, tuple[int, int]]:
+def advertised(
+    upstream: Mapping[int, tuple[int, int]], caps: Mapping[int, int] = FORWARD_CAPS, sasl: bool = False
+) -> dict[int, tuple[int, int]]:
     """The ApiVersions table: the served group APIs (and SASL's on a SASL listener), and each API the brokers
-    advertise (``upstream``, api key → versions) that is not served or refused, within kio's versions and the
-    caps."""
+    advertise (``upstream``, api key → versions) that is not served or refused, within kio's versions and ``caps``
+    (api key → highest version; authorization caps more: ``data_acl.AUTHORIZED_CAPS``)."""
     table = dict(SERVED) | (SASL if sasl else {})
     for key, (low, high) in upstream.items():
         known = kio_versions(key)
         if key in SERVED or key in REFUSED or key in SASL or known is None:
             continue
-        low, high = max(low, known[0]), min(high, known[1], FORWARD_CAPS.get(key, high))
+        low, high = max(low, known[0]), min(high, known[1], caps.get(key, high))
         if low <= high:
             table[key] = (low, high)
     return dict(sorted(table.items()))
