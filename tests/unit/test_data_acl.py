@@ -2,6 +2,7 @@
 on what is refused, the allowed rest forwarded (re-encoded) and its answer merged back in the request's order."""
 
 import struct
+import uuid
 from collections.abc import Callable
 
 import pytest
@@ -232,9 +233,22 @@ def test_metadata_of_every_topic_shows_only_the_describable_ones_unlogged():
 def test_metadata_of_named_topics_marks_those_not_describable_29_without_their_partitions():
     allowed = _allow(("Describe", "Topic", "orders"), ("Create", "Cluster", "kafka-cluster"))
     verdict = _check(3, 12, _metadata_request("secret", "orders"), allowed)
-    assert verdict.forward is None and verdict.denials == (Denial("Describe", "Topic", "secret"),)
+    assert verdict.denials == (Denial("Describe", "Topic", "secret"),)
+    assert _forwarded(verdict)[1]["allow_auto_topic_creation"] is False  # a topic it may not see is not created
     shown = to_plain(verdict.reply(_metadata_answer(12, "secret", "orders")))
-    assert [(t["name"], t["error_code"]) for t in shown["topics"]] == [("secret", 29), ("orders", 0)]
+    assert [(t["name"], t["error_code"], t["partitions"]) for t in shown["topics"]] == [
+        ("secret", 29, []),
+        ("orders", 0, []),
+    ]
+
+
+def test_metadata_of_a_topic_named_by_id_and_not_describable_keeps_its_id_and_loses_its_name():
+    topic_id = uuid.UUID(int=7)
+    plain = {**_metadata_request(), "topics": [{"name": None, "topic_id": topic_id}]}
+    verdict = _check(3, 12, plain, _deny_all)
+    answer = {"brokers": [], "topics": [{"name": "secret", "topic_id": topic_id, "error_code": 0, "partitions": []}]}
+    shown = to_plain(verdict.reply(_upstream(3, 12, answer)))
+    assert [(t["name"], t["topic_id"], t["error_code"]) for t in shown["topics"]] == [(None, topic_id, 29)]
 
 
 def test_metadata_never_auto_creates_a_topic_the_principal_may_not_create():

@@ -229,44 +229,51 @@ def _whole_request_refusal(api_key: int, body: dict, allowed: Allowed) -> tuple[
 
 
 def _metadata(header: RequestHeader, body: dict, allowed: Allowed) -> Verdict:
-    """Metadata is always forwarded and its answer filtered. A request that would auto-create a topic the
-    principal may not create goes without auto-creation: v4+ say so themselves; v0-v3, where auto-creation is
-    implicit, go as v4 and the answer is built back at the client's version."""
+    """Metadata is always forwarded and its answer filtered. Auto-creation is left to the broker only when the
+    principal may describe and create every topic named (Kafka creates those it may and answers 29 for the
+    others; the gateway cannot tell which exist before asking). Otherwise the request goes without it: v4+ say
+    so themselves; v0-v3, where auto-creation is implicit, go as v4 and the answer is built back at the client's
+    version."""
     version = header.api_version
     requested = body.get("topics")
     requested_all = requested is None or (version == 0 and not requested)
-    names = [] if requested_all else [topic["name"] for topic in requested]
-    refused = [name for name in dict.fromkeys(names) if not allowed(DESCRIBE, TOPIC, name)]
-    may_create = requested_all or allowed(CREATE, CLUSTER, CLUSTER_NAME)
-    uncreatable = not may_create and any(not allowed(CREATE, TOPIC, name) for name in names)
+    named = [] if requested_all else [topic["name"] for topic in requested]
+    by_id = None in named  # v12+ may name topics by id; the broker resolves them
+    describable = {name: allowed(DESCRIBE, TOPIC, name) for name in dict.fromkeys(named) if name is not None}
+    cluster_create = requested_all or allowed(CREATE, CLUSTER, CLUSTER_NAME)
+    creatable = all(ok and (cluster_create or allowed(CREATE, TOPIC, name)) for name, ok in describable.items())
     sent_version, forward = version, None
-    if uncreatable and body.get("allow_auto_topic_creation", True):
+    if not creatable and body.get("allow_auto_topic_creation", True):
         sent_version = max(version, _METADATA_AUTO_CREATION_FIELD)
         forward = reencoded(header, {**body, "allow_auto_topic_creation": False}, sent_version)
     include_operations = body.get("include_topic_authorized_operations", False)
 
     def reply(frame: bytes):
         _, upstream = read_response(METADATA, sent_version, frame)
-        filtered = filter_metadata(upstream, requested_all, allowed, topic_operations=include_operations)
+        filtered = filter_metadata(upstream, requested_all, allowed, include_operations, by_id)
         return filtered if sent_version == version else build(response_schema(METADATA, version), to_plain(filtered))
 
-    return Verdict(tuple(Denial(DESCRIBE, TOPIC, name) for name in refused), forward=forward, reply=reply)
+    denials = tuple(Denial(DESCRIBE, TOPIC, name) for name, ok in describable.items() if not ok)
+    return Verdict(denials, forward=forward, reply=reply)
 
 
-def filter_metadata(response, requested_all: bool, allowed: Allowed, topic_operations: bool = False):
+def filter_metadata(
+    response, requested_all: bool, allowed: Allowed, topic_operations: bool = False, by_id: bool = False
+):
     """Metadata answer ``response`` (kio) as the principal behind ``allowed`` may see it: a list-all answer without
-    the topics it may not describe, an explicit request's with those marked 29 and no partitions (whether they
-    exist is not disclosed). With ``topic_operations`` (Metadata v8+'s include_topic_authorized_operations) each
-    topic's authorized operations are the principal's; the cluster's, when asked, are never the gateway's own."""
+    the topics it may not describe, an explicit request's with those marked 29 and no partitions (a topic named
+    by id keeps its id and loses its name, as Kafka answers). With ``topic_operations`` (Metadata v8+'s
+    include_topic_authorized_operations) each topic's authorized operations are the principal's; the cluster's,
+    when asked, are never the gateway's own."""
     plain = to_plain(response)
     topics = []
     for topic in plain["topics"]:
-        if allowed(DESCRIBE, TOPIC, topic["name"]):
+        if topic["name"] is not None and allowed(DESCRIBE, TOPIC, topic["name"]):
             if topic_operations:
                 topic = {**topic, "topic_authorized_operations": authorized_operations(allowed, TOPIC, topic["name"])}
             topics.append(topic)
         elif not requested_all:
-            topics.append(_refused_topic(topic["name"]))
+            topics.append(_refused_topic(topic, by_id))
     plain["topics"] = topics
     if "cluster_authorized_operations" in plain and plain["cluster_authorized_operations"] != NOT_REQUESTED:
         plain["cluster_authorized_operations"] = (
@@ -275,11 +282,12 @@ def filter_metadata(response, requested_all: bool, allowed: Allowed, topic_opera
     return build(type(response), plain)
 
 
-def _refused_topic(name: str) -> dict:
+def _refused_topic(topic: dict, by_id: bool) -> dict:
+    """Kafka's answer for a topic not describable: nothing about it but what the request said."""
     return {
-        "name": name,
+        "name": None if by_id else topic["name"],
+        "topic_id": topic.get("topic_id") if by_id else None,
         "error_code": TOPIC_AUTHORIZATION_FAILED,
-        "topic_id": None,
         "is_internal": False,
         "partitions": [],
     }
