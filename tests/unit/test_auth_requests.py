@@ -296,6 +296,10 @@ def test_a_listener_dispatch_behind_the_checks_answers_refusals_itself_and_compl
     assert answers[0] == m.HeartbeatResponse(error_code=30)
     assert _results(answers[1]) == [("secret", [(0, 29)]), ("orders", [(1, 0)])]
     assert denied == [Denial("Read", "Group", "h"), Denial("Read", "Topic", "secret")]
+    heartbeat = m.HeartbeatRequest(group_id="g", generation_id=1, member_id="m")
+    seen = []
+    authorizing(lambda request, respond: seen.append((request, respond)), _allow_all, denied.append)(heartbeat, print)
+    assert seen == [(heartbeat, print)]  # allowed whole: the listener's own respond, nothing wrapped
 
 
 # ---- properties ----------------------------------------------------------------------------------------------

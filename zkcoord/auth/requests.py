@@ -80,7 +80,7 @@ def authorizing(dispatch: Dispatch, allowed: Allowed, on_denied: Callable[[Denia
             on_denied(denial)
         if authorized.request is None:
             respond(authorized.response(None))
-        elif authorized.merge is _unchanged:
+        elif authorized.merge is _unchanged:  # the hot path (heartbeats, commits) builds no closure
             dispatch(request, respond)
         else:
             dispatch(authorized.request, lambda answer: respond(authorized.response(answer)))
