@@ -2,7 +2,7 @@
 
 import pytest
 
-from zkcoord.auth.plain import JaasEntry, parse_jaas_config, plain_client_credentials, plain_users
+from zkcoord.auth.plain import JaasEntry, parse_jaas_config, client_credentials, plain_users
 from zkcoord.errors import ConfigError
 
 MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
@@ -16,7 +16,7 @@ def test_a_servers_users_are_its_user_options():
 
 
 def test_a_clients_credentials_are_username_and_password():
-    assert plain_client_credentials(SERVER) == ("admin", "admin-secret")
+    assert client_credentials(SERVER) == ("admin", "admin-secret")
 
 
 def test_quotes_escapes_comments_and_words():
@@ -58,4 +58,4 @@ def test_a_malformed_value_is_a_clear_config_error(value, message):
 
 def test_a_client_value_without_a_password_is_a_config_error():
     with pytest.raises(ConfigError, match="no password"):
-        plain_client_credentials(f'{MODULE} required username="alice";')
+        client_credentials(f'{MODULE} required username="alice";')

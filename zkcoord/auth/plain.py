@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from zkcoord.errors import ConfigError
 
 PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 USER_PREFIX = "user_"
 CONTROL_FLAGS = ("required", "requisite", "sufficient", "optional")
 
@@ -90,25 +91,25 @@ def parse_jaas_config(value: str) -> tuple[JaasEntry, ...]:
     return tuple(entries)
 
 
-def _plain_entry(value: str) -> JaasEntry:
+def _entry(value: str, modules: tuple[str, ...] = (PLAIN_LOGIN_MODULE,)) -> JaasEntry:
     entries = parse_jaas_config(value)
     if len(entries) != 1:
         raise ConfigError(f"JAAS config property contains {len(entries)} login modules, should be 1 module")
-    if entries[0].login_module != PLAIN_LOGIN_MODULE:
-        raise ConfigError(f"JAAS config for SASL/PLAIN names {entries[0].login_module}, not {PLAIN_LOGIN_MODULE}")
+    if entries[0].login_module not in modules:
+        raise ConfigError(f"JAAS config names {entries[0].login_module}, not {' or '.join(modules)}")
     return entries[0]
 
 
 def plain_users(value: str) -> dict[str, str]:
     """The ``user_<name>="<password>"`` options of a PLAIN server's JAAS value, by user name."""
-    options = _plain_entry(value).options
+    options = _entry(value).options
     return {key[len(USER_PREFIX) :]: password for key, password in options.items() if key.startswith(USER_PREFIX)}
 
 
-def plain_client_credentials(value: str) -> tuple[str, str]:
-    """The ``username`` and ``password`` options of a PLAIN client's JAAS value."""
-    options = _plain_entry(value).options
+def client_credentials(value: str) -> tuple[str, str]:
+    """The ``username`` and ``password`` options of a PLAIN or SCRAM client's JAAS value (``sasl.jaas.config``)."""
+    options = _entry(value, (PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE)).options
     missing = [key for key in ("username", "password") if key not in options]
     if missing:
-        raise ConfigError(f"JAAS config for SASL/PLAIN has no {' or '.join(missing)}")
+        raise ConfigError(f"JAAS config has no {' or '.join(missing)}")
     return options["username"], options["password"]
