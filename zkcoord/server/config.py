@@ -32,6 +32,9 @@ class ServerConfig:
     request_read_timeout_ms: int = kafka_field(
         "request.read.timeout.ms", 30_000, "close when a started request frame is not all in by then"
     )
+    connection_failed_authentication_delay_ms: int = kafka_field(
+        "connection.failed.authentication.delay.ms", 100, "a failed authentication is answered, then closed this late"
+    )
     zookeeper_session_timeout_ms: int = kafka_field("zookeeper.session.timeout.ms", 18_000)
     zookeeper_connection_timeout_ms: int = kafka_field("zookeeper.connection.timeout.ms", 18_000)
     root: str = kafka_field("zkcoord.root", "/zkcoord", "zkcoord's ZooKeeper root")

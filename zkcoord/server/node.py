@@ -137,7 +137,8 @@ class CoordinatorNode:
         )
         self.kafka_settings = config.server.kafka_listener(kafka_port)
         self.upstream = UpstreamBrokers(config.server.gateway_upstream_timeout_ms / 1000)
-        self.gateway = GatewayAddresses(self.cluster, self.upstream, config.server, node_id)
+        probe_tls = self.kafka_settings is not None and config.security.for_listener(self.kafka_settings.name).tls
+        self.gateway = GatewayAddresses(self.cluster, self.upstream, config.server, node_id, probe_tls)
         self.kafka = None if self.kafka_settings is None else self._kafka_listener(self.kafka_settings)
         self.zk: KazooClient | None = None
         self._timer_wakeup = Event()
@@ -221,8 +222,14 @@ class CoordinatorNode:
         settings = self.config.security.for_listener(listener)
         if settings.protocol == "PLAINTEXT" and self.authorizer is None:
             return None
-        handshake_timeout_s = self.config.server.request_read_timeout_ms / 1000
-        return ListenerSecurity(settings, self._scram_credential, self.authorizer, handshake_timeout_s)
+        server = self.config.server
+        return ListenerSecurity(
+            settings,
+            self._scram_credential,
+            self.authorizer,
+            server.request_read_timeout_ms / 1000,
+            server.connection_failed_authentication_delay_ms / 1000,
+        )
 
     def _scram_credential(self, user: str, mechanism: str):
         return None if self.zk is None else scram_credential(self.zk, user, mechanism)
