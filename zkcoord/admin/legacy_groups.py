@@ -33,6 +33,8 @@ from zkcoord.errors import (
 from zkcoord.model import GroupState, TopicPartition
 from zkcoord.zk import admin as zk_admin
 from zkcoord.zk import layout
+from zkcoord.zk.acl import kazoo_client
+from zkcoord.zk.credentials import ZooKeeperSecurity, zookeeper_security
 
 log = logging.getLogger(__name__)
 
@@ -40,16 +42,20 @@ ZOOKEEPER_CONNECT_TIMEOUT_S = 10.0
 
 
 class LegacyGroups:
-    """The admin-client group calls for 0.8.2 groups in the ZooKeeper at ``connect`` ("h:p[,h:p][/chroot]")."""
+    """The admin-client group calls for 0.8.2 groups in the ZooKeeper at ``connect`` ("h:p[,h:p][/chroot]").
 
-    def __init__(self, connect: str):
+    ``security`` None takes ZooKeeper credentials as Kafka's tools do (``$KAFKA_OPTS``, :mod:`zkcoord.zk.credentials`).
+    """
+
+    def __init__(self, connect: str, security: ZooKeeperSecurity | None = None):
         self.connect = connect
+        self.security = zookeeper_security() if security is None else security
         self._zk: KazooClient | None = None
 
     def zookeeper(self) -> KazooClient:
         """The started kazoo client (GroupAdminError when ZooKeeper does not answer in time)."""
         if self._zk is None:
-            client = KazooClient(hosts=self.connect, timeout=ZOOKEEPER_CONNECT_TIMEOUT_S)
+            client = kazoo_client(self.connect, self.security, timeout=ZOOKEEPER_CONNECT_TIMEOUT_S)
             try:
                 client.start(timeout=ZOOKEEPER_CONNECT_TIMEOUT_S)
             except KazooTimeoutError:

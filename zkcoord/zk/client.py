@@ -5,11 +5,16 @@ from collections.abc import Iterator
 
 from kazoo.client import KazooClient
 
+from zkcoord.zk.acl import kazoo_client
+from zkcoord.zk.credentials import UNSECURED, ZooKeeperSecurity
+
 
 @contextlib.contextmanager
-def started_client(connect: str, timeout: float = 30.0) -> Iterator[KazooClient]:
+def started_client(
+    connect: str, timeout: float = 30.0, security: ZooKeeperSecurity = UNSECURED
+) -> Iterator[KazooClient]:
     """A kazoo client on ``connect`` (chroot included), started for the block, then stopped and closed."""
-    client = KazooClient(hosts=connect)
+    client = kazoo_client(connect, security)
     client.start(timeout=timeout)
     try:
         yield client

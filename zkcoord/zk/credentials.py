@@ -1,0 +1,169 @@
+"""ZooKeeper credentials taken the way Kafka and ZooKeeper's Java client take them (docs/security.md, "ZooKeeper").
+
+A JAAS file's ``Client`` section names ``DigestLoginModule`` with ``username`` and ``password``; the file is found
+through ``java.security.auth.login.config``, given as a property or as ``-D...`` inside ``$KAFKA_OPTS``, as
+Kafka's scripts pass it to the JVM. ``zookeeper.sasl.client`` (default true) turns SASL off and
+``zookeeper.sasl.clientconfig`` (default ``Client``) names another section, as in ZooKeeper's client.
+"""
+
+import re
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from zkcoord import env
+from zkcoord.errors import ConfigError
+
+LOGIN_CONFIG = "java.security.auth.login.config"
+SASL_CLIENT = "zookeeper.sasl.client"
+SASL_CLIENT_CONFIG = "zookeeper.sasl.clientconfig"
+SET_ACL = "zookeeper.set.acl"
+DEFAULT_SECTION = "Client"
+DIGEST_LOGIN_MODULE = "org.apache.zookeeper.server.auth.DigestLoginModule"
+_FLAGS = ("required", "requisite", "sufficient", "optional")
+_TOKEN = re.compile(r'\s+|//[^\n]*|/\*.*?\*/|"((?:[^"\\]|\\.)*)"|([{};=])|([^\s{};="]+)', re.S)
+
+
+@dataclass(frozen=True)
+class LoginModule:
+    """One entry of a JAAS section: ``class flag key=value ...;``."""
+
+    name: str
+    flag: str
+    options: dict[str, str]
+
+
+def parse_jaas(text: str, source: str) -> dict[str, list[LoginModule]]:
+    """The sections of a JAAS login configuration (``Name { Module flag k="v"; };``); ConfigError names ``source``."""
+    tokens = _tokens(text, source)
+    sections: dict[str, list[LoginModule]] = {}
+    position = 0
+
+    def take(expected: str | None = None) -> str:
+        nonlocal position
+        if position == len(tokens):
+            raise ConfigError(f"JAAS file {source}: ends early" + (f", expected {expected!r}" if expected else ""))
+        token = tokens[position]
+        position += 1
+        if expected is not None and token != expected:
+            raise ConfigError(f"JAAS file {source}: expected {expected!r}, got {token!r}")
+        return token
+
+    while position < len(tokens):
+        name = take()
+        take("{")
+        modules = sections.setdefault(name, [])
+        while tokens[position : position + 1] != ["}"]:
+            module, flag = take(), take()
+            if flag.lower() not in _FLAGS:
+                raise ConfigError(f"JAAS file {source}: section {name}: {flag!r} is not one of {', '.join(_FLAGS)}")
+            options = {}
+            while (key := take()) != ";":
+                take("=")
+                options[key] = take()
+            modules.append(LoginModule(module, flag.lower(), options))
+        take("}")
+        take(";")
+    return sections
+
+
+def _tokens(text: str, source: str) -> list[str]:
+    tokens, position = [], 0
+    while position < len(text):
+        match = _TOKEN.match(text, position)
+        if match is None:
+            raise ConfigError(f"JAAS file {source}: cannot read {text[position : position + 20]!r}")
+        quoted, punctuation, word = match.groups()
+        if quoted is not None:
+            tokens.append(re.sub(r"\\(.)", r"\1", quoted))
+        elif punctuation or word:
+            tokens.append(punctuation or word)
+        position = match.end()
+    return tokens
+
+
+@dataclass(frozen=True)
+class DigestCredentials:
+    """The SASL DIGEST-MD5 identity zkcoord logs in to ZooKeeper with (ZooKeeper calls it ``sasl:<username>``)."""
+
+    username: str
+    password: str = field(repr=False)
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class ZooKeeperSecurity:
+    """How a process talks to ZooKeeper: its credentials (None: unauthenticated) and whether the znodes it creates
+    get Kafka's ACLs (``zookeeper.set.acl``)."""
+
+    credentials: DigestCredentials | None = None
+    set_acl: bool = False
+
+    def sasl_options(self) -> dict | None:
+        """kazoo's ``sasl_options``."""
+        if self.credentials is None:
+            return None
+        return {"mechanism": "DIGEST-MD5", "username": self.credentials.username, "password": self.credentials.password}
+
+
+UNSECURED = ZooKeeperSecurity()
+
+
+def kafka_opts_properties(kafka_opts: str | None) -> dict[str, str]:
+    """The ``-Dkey=value`` system properties in a ``$KAFKA_OPTS`` value."""
+    properties = {}
+    for word in shlex.split(kafka_opts or ""):
+        if word.startswith("-D"):
+            key, _, value = word[2:].partition("=")
+            properties[key] = value
+    return properties
+
+
+def zookeeper_security(
+    properties: Mapping[str, object] | None = None, set_acl: bool | None = None
+) -> ZooKeeperSecurity:
+    """The ZooKeeper security of a node or tool: ``properties`` first, then ``-D`` options in ``$KAFKA_OPTS``.
+
+    ``set_acl`` None follows ``zookeeper.set.acl`` in ``properties`` when present, else does as Kafka's tools:
+    znodes are secured whenever the tool authenticates. ConfigError for a JAAS file without the section or with
+    bad syntax, and for ``zookeeper.set.acl=true`` without credentials (Kafka's broker refuses to start then too).
+    """
+    given = {key: str(value) for key, value in (properties or {}).items() if value is not None and value != ""}
+    system = kafka_opts_properties(env.kafka_opts())
+    setting = {key: given.get(key, system.get(key)) for key in (LOGIN_CONFIG, SASL_CLIENT, SASL_CLIENT_CONFIG)}
+    credentials = None
+    if setting[LOGIN_CONFIG] and _true(SASL_CLIENT, setting[SASL_CLIENT] or "true"):
+        credentials = read_credentials(setting[LOGIN_CONFIG], setting[SASL_CLIENT_CONFIG] or DEFAULT_SECTION)
+    if set_acl is None:
+        set_acl = _true(SET_ACL, given[SET_ACL]) if SET_ACL in given else credentials is not None
+    if set_acl and credentials is None:
+        raise ConfigError(
+            f"{SET_ACL} is true, but zkcoord has no ZooKeeper credentials: give {LOGIN_CONFIG} (a property or "
+            f"-D{LOGIN_CONFIG}=FILE in $KAFKA_OPTS) naming a JAAS file with a {DEFAULT_SECTION} section"
+        )
+    return ZooKeeperSecurity(credentials, set_acl)
+
+
+def read_credentials(path: str, section: str = DEFAULT_SECTION) -> DigestCredentials:
+    """The DigestLoginModule username and password of ``section`` in the JAAS file at ``path``."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as error:
+        raise ConfigError(f"JAAS file {path} ({LOGIN_CONFIG}): cannot be read: {error.strerror}") from None
+    sections = parse_jaas(text, path)
+    if section not in sections:
+        raise ConfigError(f"JAAS file {path}: no {section} section (found: {', '.join(sections) or 'none'})")
+    for module in sections[section]:
+        if module.name == DIGEST_LOGIN_MODULE:
+            missing = [key for key in ("username", "password") if key not in module.options]
+            if missing:
+                raise ConfigError(f"JAAS file {path}: section {section}: {DIGEST_LOGIN_MODULE} lacks {missing[0]}")
+            return DigestCredentials(module.options["username"], module.options["password"], path)
+    raise ConfigError(f"JAAS file {path}: section {section} has no {DIGEST_LOGIN_MODULE} (only SASL/digest is served)")
+
+
+def _true(name: str, value: str) -> bool:
+    if value.strip().lower() not in ("true", "false"):
+        raise ConfigError(f"{name}: {value!r} is not true or false")
+    return value.strip().lower() == "true"
