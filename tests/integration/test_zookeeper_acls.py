@@ -14,6 +14,7 @@ from migrate_support import NODE_OVERRIDES, run_migrate, state_of
 
 from zkcoord.cli import main
 from zkcoord.migration.phases import Phase
+from zkcoord.testing.node_process import NodeProcess
 from zkcoord.zk import layout
 from zkcoord.zk.client import started_client
 from zkcoord.zk.credentials import ZooKeeperSecurity, zookeeper_security
@@ -144,3 +145,18 @@ def test_zk_secure_without_credentials_is_a_usage_error(connect, monkeypatch, ca
     monkeypatch.delenv("KAFKA_OPTS", raising=False)
     assert main(["zk", "secure", "--zookeeper", connect]) == 2
     assert "changing ACLs needs ZooKeeper credentials" in capsys.readouterr().err
+
+
+def test_a_refused_login_stops_tools_and_nodes_with_a_clear_error(connect, tmp_path, monkeypatch, capsys):
+    wrong = tmp_path / "wrong_jaas.conf"
+    wrong.write_text(CLIENT_JAAS.replace(PASSWORD, "not-the-password"))
+    refused = f"ZooKeeper refused the SASL login of user 'kafka' (JAAS file {wrong})"
+    monkeypatch.setenv("KAFKA_OPTS", f"-Djava.security.auth.login.config={wrong}")
+    assert main(["topics", "list", "--zookeeper", connect]) == 2
+    assert refused in capsys.readouterr().err
+    node = NodeProcess(1, connect, tmp_path / "log", {}, tmp_path)
+    try:
+        assert node.process.wait(timeout=30) != 0
+        assert refused in node.log_tail()
+    finally:
+        node.close()

@@ -33,7 +33,7 @@ from zkcoord.errors import (
 from zkcoord.model import GroupState, TopicPartition
 from zkcoord.zk import admin as zk_admin
 from zkcoord.zk import layout
-from zkcoord.zk.acl import kazoo_client
+from zkcoord.zk.acl import kazoo_client, start_logged_in
 from zkcoord.zk.credentials import ZooKeeperSecurity, zookeeper_security
 
 log = logging.getLogger(__name__)
@@ -57,7 +57,7 @@ class LegacyGroups:
         if self._zk is None:
             client = kazoo_client(self.connect, self.security, timeout=ZOOKEEPER_CONNECT_TIMEOUT_S)
             try:
-                client.start(timeout=ZOOKEEPER_CONNECT_TIMEOUT_S)
+                start_logged_in(client, self.security, ZOOKEEPER_CONNECT_TIMEOUT_S)
             except KazooTimeoutError:
                 client.close()
                 raise GroupAdminError(

@@ -19,7 +19,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from zkcoord import env
 from zkcoord.errors import ZkcoordError
 from zkcoord.tables import format_table
-from zkcoord.zk.acl import kazoo_client
+from zkcoord.zk.acl import kazoo_client, start_logged_in
 from zkcoord.zk.credentials import zookeeper_security
 
 EXIT_OK, EXIT_PROBLEM, EXIT_USAGE = 0, 1, 2
@@ -59,9 +59,10 @@ def zookeeper_at(connect: str, create_chroot: bool = False) -> Iterator[KazooCli
     as with them the znodes it creates get Kafka's ACLs whenever it logs in (:mod:`zkcoord.zk.acl`).
     """
     hosts, _, chroot = connect.partition("/")
-    client = kazoo_client(hosts, zookeeper_security())
+    security = zookeeper_security()
+    client = kazoo_client(hosts, security)
     try:
-        client.start(timeout=CONNECT_TIMEOUT_S)
+        start_logged_in(client, security, CONNECT_TIMEOUT_S)
     except KazooTimeoutError:
         client.stop()
         raise UsageError(f"cannot connect to ZooKeeper at {hosts} within {CONNECT_TIMEOUT_S:.0f}s") from None

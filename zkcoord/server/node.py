@@ -43,6 +43,7 @@ from zkcoord.server.steps import MigrationSteps
 from zkcoord.wire.codec import API_NAMES
 from zkcoord.wire.messages import Request
 from zkcoord.zk import layout
+from zkcoord.zk.acl import start_logged_in
 from zkcoord.zk.election import PartitionElection
 from zkcoord.zk.leader_znodes import ensure_partition_count
 from zkcoord.zk.nodes import NodeRegistry, previous_session_wait_s
@@ -151,7 +152,7 @@ class CoordinatorNode:
         identity = self.identity.acquire()  # first: a second process with this id and directory stops here
         security = self.zookeeper_security
         self.zk = make_kazoo_client(self.zookeeper, server.zookeeper_session_timeout_ms, security)
-        self.zk.start(timeout=server.zookeeper_connection_timeout_ms / 1000)
+        start_logged_in(self.zk, security, server.zookeeper_connection_timeout_ms / 1000)
         self.zk.add_listener(self._on_zookeeper_state)
         if security.set_acl:
             # Created open before any 0.8.2 member needs it, as Kafka's brokers do: they cannot create it under a

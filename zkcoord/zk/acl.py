@@ -10,9 +10,10 @@ is chosen per path at creation, parents included, so no call site can forget it.
 from collections.abc import Iterator
 
 from kazoo.client import KazooClient, TransactionRequest
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import AuthFailedError, NoNodeError
 from kazoo.security import ACL, CREATOR_ALL_ACL, OPEN_ACL_UNSAFE, READ_ACL_UNSAFE
 
+from zkcoord.errors import ConfigError
 from zkcoord.zk import layout
 from zkcoord.zk.credentials import UNSECURED, ZooKeeperSecurity
 
@@ -58,6 +59,23 @@ def kazoo_client(hosts: str, security: ZooKeeperSecurity = UNSECURED, **options)
     znodes with Kafka's; ``options`` are KazooClient's own."""
     cls = PathAclClient if security.set_acl else KazooClient
     return cls(hosts=hosts, sasl_options=security.sasl_options(), **options)
+
+
+def start_logged_in(client: KazooClient, security: ZooKeeperSecurity, timeout: float) -> None:
+    """Start ``client``; when ZooKeeper refuses its SASL login, close it and raise a ConfigError naming the user and
+    the JAAS file (kazoo itself fails the next request with an empty AuthFailedError)."""
+    try:
+        client.start(timeout=timeout)
+        if security.credentials is not None:
+            client.exists("/")  # the login is answered before this request
+    except AuthFailedError:
+        client.stop()
+        client.close()
+        credentials = security.credentials
+        raise ConfigError(
+            f"ZooKeeper refused the SASL login of user {credentials.username!r} (JAAS file {credentials.source}): "
+            "wrong username or password, or a ZooKeeper without SASL"
+        ) from None
 
 
 def set_tree_acls(client: KazooClient, path: str, secure: bool) -> int:

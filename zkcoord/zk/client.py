@@ -5,7 +5,7 @@ from collections.abc import Iterator
 
 from kazoo.client import KazooClient
 
-from zkcoord.zk.acl import kazoo_client
+from zkcoord.zk.acl import kazoo_client, start_logged_in
 from zkcoord.zk.credentials import UNSECURED, ZooKeeperSecurity
 
 
@@ -15,7 +15,7 @@ def started_client(
 ) -> Iterator[KazooClient]:
     """A kazoo client on ``connect`` (chroot included), started for the block, then stopped and closed."""
     client = kazoo_client(connect, security)
-    client.start(timeout=timeout)
+    start_logged_in(client, security, timeout)
     try:
         yield client
     finally:
