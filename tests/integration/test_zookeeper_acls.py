@@ -160,3 +160,31 @@ def test_a_refused_login_stops_tools_and_nodes_with_a_clear_error(connect, tmp_p
         assert refused in node.log_tail()
     finally:
         node.close()
+
+
+def test_parents_and_transactions_get_the_acl_of_their_own_path(connect, anonymous):
+    with started_client(connect, security=zookeeper_security()) as client:
+        client.create("/config/users/alice", b"{}", makepath=True)  # SCRAM credentials: Kafka's sensitive root
+        client.ensure_path(layout.owners_path("g", "t"))
+        transaction = client.transaction()  # as the node registers a mixed group's coordinator members
+        transaction.create("/consumers/h")
+        transaction.create(layout.ids_path("h"))
+        transaction.create(f"{layout.DEFAULT_ROOT}-other")
+        assert transaction.commit() == ["/consumers/h", layout.ids_path("h"), f"{layout.DEFAULT_ROOT}-other"]
+        acls = {path: client.get_acls(path)[0] for path in tree(client)}
+    creator_only = [ACL(Permissions.ALL, Id("sasl", USER))]
+    assert acls == {
+        "/": KAFKA_ACL,
+        "/config": KAFKA_ACL,
+        "/config/users": creator_only,
+        "/config/users/alice": creator_only,
+        "/consumers": OPEN_ACL_UNSAFE,
+        "/consumers/g": OPEN_ACL_UNSAFE,
+        "/consumers/g/owners": OPEN_ACL_UNSAFE,
+        "/consumers/g/owners/t": OPEN_ACL_UNSAFE,
+        "/consumers/h": OPEN_ACL_UNSAFE,
+        "/consumers/h/ids": OPEN_ACL_UNSAFE,
+        f"{layout.DEFAULT_ROOT}-other": KAFKA_ACL,
+    }
+    with pytest.raises(NoAuthError):
+        anonymous.get("/config/users/alice")  # the world cannot read credentials
