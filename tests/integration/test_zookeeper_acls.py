@@ -188,3 +188,11 @@ def test_parents_and_transactions_get_the_acl_of_their_own_path(connect, anonymo
     }
     with pytest.raises(NoAuthError):
         anonymous.get("/config/users/alice")  # the world cannot read credentials
+
+
+def test_a_tool_without_the_login_is_told_how_to_give_it(connect, monkeypatch, capsys):
+    with started_client(connect, security=zookeeper_security()) as client:
+        prepare_cluster(client, {"t": 1})
+    monkeypatch.delenv("KAFKA_OPTS")
+    assert main(["topics", "alter", "--topic", "t", "--partitions", "2", "--zookeeper", connect]) == 2
+    assert "ZooKeeper refused the change: the znode's ACL" in capsys.readouterr().err
