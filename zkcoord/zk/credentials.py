@@ -153,7 +153,10 @@ def read_credentials(path: str, section: str = DEFAULT_SECTION) -> DigestCredent
         raise ConfigError(f"JAAS file {path} ({LOGIN_CONFIG}): cannot be read: {error.strerror}") from None
     sections = parse_jaas(text, path)
     if section not in sections:
-        raise ConfigError(f"JAAS file {path}: no {section} section (found: {', '.join(sections) or 'none'})")
+        raise ConfigError(
+            f"JAAS file {path}: no {section} section (found: {', '.join(sections) or 'none'}); "
+            f"{SASL_CLIENT}=false connects to ZooKeeper without a login"
+        )
     for module in sections[section]:
         if module.name == DIGEST_LOGIN_MODULE:
             missing = [key for key in ("username", "password") if key not in module.options]
