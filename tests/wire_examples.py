@@ -69,4 +69,6 @@ VALID = {
         group_id="g",
         topics=[{"name": "orders", "partitions": [{"partition_index": 0}, {"partition_index": 1}]}],
     ),
+    "SaslHandshake": request("SaslHandshake", mechanism="SCRAM-SHA-256"),
+    "SaslAuthenticate": request("SaslAuthenticate", auth_bytes=b"n,,n=alice,r=nonce"),
 }

@@ -195,10 +195,16 @@ KAFKA_MESSAGES: dict[ErrorCode, str] = {
     "configured by group.min.session.timeout.ms and group.max.session.timeout.ms).",
     ErrorCode.REBALANCE_IN_PROGRESS: "The group is rebalancing, so a rejoin is needed.",
     ErrorCode.INVALID_COMMIT_OFFSET_SIZE: "The committing offset data size is not valid.",
+    ErrorCode.TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed.",
+    ErrorCode.GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
+    ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed.",
+    ErrorCode.UNSUPPORTED_SASL_MECHANISM: "The broker does not support the requested SASL mechanism.",
+    ErrorCode.ILLEGAL_SASL_STATE: "Request is not valid given the current SASL state.",
     ErrorCode.UNSUPPORTED_VERSION: "The version of API is not supported.",
     ErrorCode.INVALID_REQUEST: "This most likely occurs because of a request being malformed by the client library "
     "or the message was sent to an incompatible broker. See the broker logs for more details.",
     ErrorCode.KAFKA_STORAGE_ERROR: "Disk error when trying to access log file on the disk.",
+    ErrorCode.SASL_AUTHENTICATION_FAILED: "SASL Authentication failed.",
     ErrorCode.NON_EMPTY_GROUP: "The group is not empty.",
     ErrorCode.GROUP_ID_NOT_FOUND: "The group id does not exist.",
     ErrorCode.MEMBER_ID_REQUIRED: "The group member needs to have a valid member id before actually entering a "
@@ -249,6 +255,30 @@ class UnknownTopicOrPartitionError(CoordinatorResponseError):
     error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
+class GroupAuthorizationFailedError(CoordinatorResponseError):
+    """The principal may not do this to the group (Kafka's ACLs, docs/security.md)."""
+
+    error_code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+
+
+class TopicAuthorizationFailedError(CoordinatorResponseError):
+    error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+class SaslAuthenticationFailedError(CoordinatorResponseError):
+    """Wrong credentials, an unknown user or a mechanism the listener does not enable: not retriable.
+
+    ``message`` is what Kafka answers the client; ``reason`` what a server logs (it may name what the message
+    keeps quiet about, such as whether the user exists).
+    """
+
+    error_code = ErrorCode.SASL_AUTHENTICATION_FAILED
+
+    def __init__(self, message: str | None = None, error_code: int | None = None, reason: str | None = None):
+        super().__init__(message, error_code)
+        self.reason = reason or self.message
+
+
 class CoordinatorNotAvailableError(CoordinatorResponseError):
     """No coordinator answered in time (FindCoordinator kept failing, or nodes were unreachable)."""
 
@@ -264,6 +294,9 @@ _ERROR_CLASSES: dict[int, type[CoordinatorResponseError]] = {
         GroupSubscribedToTopicError,
         UnknownMemberIdError,
         UnknownTopicOrPartitionError,
+        GroupAuthorizationFailedError,
+        TopicAuthorizationFailedError,
+        SaslAuthenticationFailedError,
         CoordinatorNotAvailableError,
     )
 }

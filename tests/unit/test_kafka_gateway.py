@@ -117,7 +117,8 @@ def test_the_kafka_listener_takes_kafkas_listener_properties():
     settings = node_config(
         {"listeners": "PLAINTEXT://0.0.0.0:9192", "advertised.listeners": "PLAINTEXT://zk-a.example:19192"}
     ).server.kafka_listener(None)
-    assert (settings.host, settings.port, settings.advertised) == ("0.0.0.0", 9192, ("zk-a.example", 19192))
+    assert (settings.name, settings.host, settings.port) == ("PLAINTEXT", "0.0.0.0", 9192)
+    assert settings.advertised == ("zk-a.example", 19192)
     assert settings.gateway_ports() == {9193 + i: i for i in range(8)}
     ranged = node_config({"zkcoord.gateway.port.range": "7000-7002", "zkcoord.gateway.lowest.broker.id": 1001})
     assert ranged.server.kafka_listener(9300).gateway_ports() == {7000: 1001, 7001: 1002, 7002: 1003}
@@ -126,12 +127,13 @@ def test_the_kafka_listener_takes_kafkas_listener_properties():
 @pytest.mark.parametrize(
     ("properties", "kafka_port", "message"),
     [
-        ({"listeners": "SSL://h:9093"}, None, "only PLAINTEXT"),
-        ({"listeners": "PLAINTEXT://h"}, None, "no port"),
+        ({"listeners": "h:9093"}, None, "is not NAME://host:port"),
+        ({"listeners": "PLAINTEXT://h"}, None, "is not NAME://host:port"),
+        ({"listeners": "SSL://h:9093", "advertised.listeners": "PLAINTEXT://h:9093"}, None, "not the listener SSL"),
         ({"zkcoord.gateway.port.range": "9000"}, 9192, "START-END"),
         ({"zkcoord.gateway.port.range": "9010-9000"}, 9192, "START-END"),
         ({}, 0, "must be given"),
-        ({"listeners": "PLAINTEXT://a:9092,PLAINTEXT://b:9093"}, None, "one listener"),
+        ({"listeners": "PLAINTEXT://a:9092,PLAINTEXT://b:9093"}, None, "one Kafka listener"),
         ({"listeners": "PLAINTEXT://a:65532"}, None, "past port 65535"),
         ({"zkcoord.gateway.port.range": "9090-9095"}, 9092, "holds the Kafka port"),
     ],

@@ -20,6 +20,7 @@ from zkcoord.zk.layout import (
     decode_consumer_registration,
     decode_offset,
     decode_topic_partitions,
+    desanitize_entity_name,
     encode_broker_registration,
     encode_consumer_registration,
     encode_offset,
@@ -34,6 +35,7 @@ from zkcoord.zk.layout import (
     owners_path,
     parse_offset_path,
     partition_state_path,
+    sanitize_entity_name,
     topic_path,
 )
 
@@ -551,3 +553,23 @@ def test_non_utf8_bytes_are_replaced_as_zkstringserializer_does():
     """``new String(bytes, "UTF-8")`` turns a bad byte into U+FFFD: 0.8.2 reads such a node fine."""
     registration = decode_consumer_registration("g", "c", b'{"pattern":"static","subscription":{"\xff":1}}')
     assert registration.subscription == {"\ufffd": 1}
+
+
+@pytest.mark.parametrize(
+    ("name", "sanitized"),
+    [
+        ("alice", "alice"),
+        ("CN=alice,O=ex ample", "CN%3Dalice%2CO%3Dex%20ample"),
+        ("a*b~c.d-e_f", "a%2Ab%7Ec.d-e_f"),
+        ("üser/+", "%C3%BCser%2F%2B"),
+    ],
+)
+def test_user_names_are_sanitized_as_kafkas_sanitizer_does(name, sanitized):
+    assert sanitize_entity_name(name) == sanitized
+    assert desanitize_entity_name(sanitized) == name
+
+
+@given(st.text(max_size=30))
+def test_every_user_name_sanitizes_to_a_znode_name_and_back(name):
+    sanitized = sanitize_entity_name(name)
+    assert "/" not in sanitized and desanitize_entity_name(sanitized) == name

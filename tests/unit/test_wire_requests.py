@@ -66,6 +66,8 @@ REQUIRED = {
         "topics[0].partitions[1]": "map",
         "topics[0].partitions[1].partition_index": "int32",
     },
+    "SaslHandshake": {"mechanism": "str"},
+    "SaslAuthenticate": {"auth_bytes": "bin"},
 }
 
 NULLABLE = {
@@ -136,7 +138,7 @@ def error_of(message: dict) -> tuple[int, str]:
 # ---- what is served ----------------------------------------------------------------------------------------
 
 
-def test_supported_apis_are_the_twelve_of_the_spec_and_offset_delete_at_version_0_spec_3():
+def test_supported_apis_are_the_twelve_of_the_spec_and_offset_delete_and_sasl_at_version_0_spec_3():
     supported = SUPPORTED_APIS
     assert supported == dict.fromkeys(
         [
@@ -153,6 +155,8 @@ def test_supported_apis_are_the_twelve_of_the_spec_and_offset_delete_at_version_
             "ListGroups",
             "DeleteGroups",
             "OffsetDelete",  # KIP-496, an addition to the spec's twelve (docs/protocol.md)
+            "SaslHandshake",  # Kafka's SASL pair, answered by the connection (docs/protocol.md)
+            "SaslAuthenticate",
         ],
         (0, 0),
     )
@@ -173,7 +177,7 @@ def test_valid_example_is_accepted_as_decoded_from_a_frame(api):
     assert check_request(decoder.next_message()) is None
 
 
-@pytest.mark.parametrize("api", ["Produce", "Fetch", "joingroup", "", "SaslHandshake"])
+@pytest.mark.parametrize("api", ["Produce", "Fetch", "joingroup", "", "SaslReauthenticate"])
 def test_unknown_api_gets_35_spec_2(api):
     code, message = error_of({**VALID["Heartbeat"], "api": api})
     assert code == 35

@@ -33,7 +33,8 @@ from zkcoord.errors import (
 from zkcoord.model import GroupState, TopicPartition
 from zkcoord.zk import admin as zk_admin
 from zkcoord.zk import layout
-from zkcoord.zk.acl import kazoo_client, start_logged_in
+from zkcoord.zk.acl import start_logged_in
+from zkcoord.zk.client import tool_client
 from zkcoord.zk.credentials import ZooKeeperSecurity, zookeeper_security
 
 log = logging.getLogger(__name__)
@@ -55,7 +56,7 @@ class LegacyGroups:
     def zookeeper(self) -> KazooClient:
         """The started kazoo client (GroupAdminError when ZooKeeper does not answer in time)."""
         if self._zk is None:
-            client = kazoo_client(self.connect, self.security, timeout=ZOOKEEPER_CONNECT_TIMEOUT_S)
+            client = tool_client(self.connect, ZOOKEEPER_CONNECT_TIMEOUT_S, self.security)
             try:
                 start_logged_in(client, self.security, ZOOKEEPER_CONNECT_TIMEOUT_S)
             except KazooTimeoutError:

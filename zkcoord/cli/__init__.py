@@ -5,9 +5,9 @@ Conventions for every subcommand: ``--zookeeper HOST:PORT[/chroot]`` (default ``
 2 = usage or connection error.
 
 One module per command family (``cluster``: zk, topics, brokers; ``legacy``; ``log``; ``coordinator``;
-``groups``; ``migrate``; ``compare``: compare and pipeline; ``demo``), each with its handlers and its
-``register(commands)``; ``common`` holds what they share, ``parser`` puts them together. Exports ``main``
-and ``build_parser``.
+``groups``; ``acls``; ``users``: SCRAM credentials; ``migrate``; ``compare``: compare and pipeline; ``demo``), each
+with its handlers and its ``register(commands)``; ``common`` holds what they share, ``parser`` puts them together.
+Exports ``main`` and ``build_parser``.
 """
 
 import logging

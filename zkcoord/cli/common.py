@@ -19,7 +19,8 @@ from kazoo.handlers.threading import KazooTimeoutError
 from zkcoord import env
 from zkcoord.errors import ZkcoordError
 from zkcoord.tables import format_table
-from zkcoord.zk.acl import kazoo_client, start_logged_in
+from zkcoord.zk.acl import start_logged_in
+from zkcoord.zk.client import tool_client
 from zkcoord.zk.credentials import zookeeper_security
 
 EXIT_OK, EXIT_PROBLEM, EXIT_USAGE = 0, 1, 2
@@ -60,7 +61,7 @@ def zookeeper_at(connect: str, create_chroot: bool = False) -> Iterator[KazooCli
     """
     hosts, _, chroot = connect.partition("/")
     security = zookeeper_security()
-    client = kazoo_client(hosts, security)
+    client = tool_client(hosts, security=security)
     try:
         start_logged_in(client, security, CONNECT_TIMEOUT_S)
     except KazooTimeoutError:

@@ -5,9 +5,9 @@ Knows the families, not their options: each family module's ``register(commands)
 
 import argparse
 
-from zkcoord.cli import cluster, compare, coordinator, demo, faults, groups, kafka, legacy, log, migrate
+from zkcoord.cli import acls, cluster, compare, coordinator, demo, faults, groups, kafka, legacy, log, migrate, users
 
-FAMILIES = (cluster, kafka, legacy, log, coordinator, groups, migrate, compare, faults, demo)
+FAMILIES = (cluster, kafka, legacy, log, coordinator, groups, acls, users, migrate, compare, faults, demo)
 
 
 def build_parser() -> argparse.ArgumentParser:

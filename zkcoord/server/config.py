@@ -13,6 +13,7 @@ from zkcoord.config import build_config, kafka_field, kafka_names
 from zkcoord.errors import ConfigError
 from zkcoord.group.config import CoordinatorConfig
 from zkcoord.log.config import LogConfig
+from zkcoord.security.config import SecurityConfig, split_listener_overrides
 from zkcoord.zk import credentials
 from zkcoord.zk.credentials import ZooKeeperSecurity
 
@@ -72,8 +73,8 @@ class ServerConfig:
     load_max_attempts: int = kafka_field(
         "coordinator.load.max.attempts", 3, "failed loads of a partition before the node resigns it"
     )
-    listeners: str = kafka_field("listeners", "", "PLAINTEXT://host:port of the Kafka listener (none: not served)")
-    advertised_listeners: str = kafka_field("advertised.listeners", "", "PLAINTEXT://host:port told to clients")
+    listeners: str = kafka_field("listeners", "", "NAME://host:port of the Kafka listener (none: not served)")
+    advertised_listeners: str = kafka_field("advertised.listeners", "", "NAME://host:port told to clients")
     socket_request_max_bytes: int = kafka_field(
         "socket.request.max.bytes", 104_857_600, "largest request frame on the Kafka listener"
     )
@@ -114,11 +115,13 @@ class ServerConfig:
         the port of ``listeners``); None when neither asks for one."""
         if kafka_port is None and not self.listeners:
             return None
-        host, port = _plaintext_listener("listeners", self.listeners or "PLAINTEXT://127.0.0.1:9092")
+        name, host, port = _listener("listeners", self.listeners or "PLAINTEXT://127.0.0.1:9092")
         port = port if kafka_port is None else kafka_port
         advertised = None
         if self.advertised_listeners:
-            advertised = _plaintext_listener("advertised.listeners", self.advertised_listeners)
+            advertised_name, *advertised = _listener("advertised.listeners", self.advertised_listeners)
+            if advertised_name != name:
+                raise ConfigError(f"advertised.listeners: {advertised_name} is not the listener {name} of listeners")
         if self.gateway_port_range:
             start, _, end = self.gateway_port_range.partition("-")
             if not (start.strip().isdigit() and end.strip().isdigit() and 0 < int(start) <= int(end) <= 65535):
@@ -132,7 +135,9 @@ class ServerConfig:
             raise ConfigError(f"zkcoord.gateway.port.range: {first}-{last} goes past port 65535; give a range")
         if first <= port <= last:
             raise ConfigError(f"zkcoord.gateway.port.range: {first}-{last} holds the Kafka port {port}")
-        return KafkaListenerSettings(host, port, advertised, first, last, self.gateway_lowest_broker_id)
+        return KafkaListenerSettings(
+            name, host, port, advertised and tuple(advertised), first, last, self.gateway_lowest_broker_id
+        )
 
     def per_ip_overrides(self) -> dict[str, int]:
         """``max.connections.per.ip.overrides`` as {ip: bound}, written as Kafka's ``ip:count,ip:count``."""
@@ -147,8 +152,9 @@ class ServerConfig:
 
 @dataclass(frozen=True)
 class KafkaListenerSettings:
-    """The Kafka listener's bind address, advertised address (None: the bound one) and gateway ports."""
+    """The Kafka listener's name, bind address, advertised address (None: the bound one) and gateway ports."""
 
+    name: str
     host: str
     port: int
     advertised: tuple[str, int] | None
@@ -164,17 +170,15 @@ class KafkaListenerSettings:
         }
 
 
-def _plaintext_listener(name: str, value: str) -> tuple[str, int]:
-    """``(host, port)`` of a ``PLAINTEXT://host:port`` listener; ConfigError for anything else."""
+def _listener(name: str, value: str) -> tuple[str, str, int]:
+    """``(listener name, host, port)`` of one ``NAME://host:port`` listener; ConfigError for anything else."""
     if "," in value:
-        raise ConfigError(f"{name}: one listener is served, got {value!r}")
-    protocol, _, address = value.strip().partition("://")
-    if protocol.upper() != "PLAINTEXT":
-        raise ConfigError(f"{name}: only PLAINTEXT://host:port is served, got {value!r}")
+        raise ConfigError(f"{name}: one Kafka listener is served, got {value!r}")
+    listener, separator, address = value.strip().partition("://")
     host, _, port = address.rpartition(":")
-    if not port.isdigit() or int(port) > 65535:
-        raise ConfigError(f"{name}: {value!r} has no port")
-    return host.strip("[]") or "0.0.0.0", int(port)
+    if not separator or not listener or not port.isdigit() or int(port) > 65535:
+        raise ConfigError(f"{name}: {value!r} is not NAME://host:port")
+    return listener.upper(), host.strip("[]") or "0.0.0.0", int(port)
 
 
 @dataclass(frozen=True)
@@ -182,14 +186,21 @@ class NodeConfig:
     coordinator: CoordinatorConfig
     log: LogConfig
     server: ServerConfig
+    security: SecurityConfig = SecurityConfig()
 
 
-_CONFIG_CLASSES = (("coordinator", CoordinatorConfig), ("log", LogConfig), ("server", ServerConfig))
+_CONFIG_CLASSES = (
+    ("coordinator", CoordinatorConfig),
+    ("log", LogConfig),
+    ("server", ServerConfig),
+    ("security", SecurityConfig),
+)
 
 
 def node_config(properties: Mapping[str, object]) -> NodeConfig:
     """Split Kafka-named (or snake_case) properties among the node's configs; unknown names are logged, ignored."""
     parts: dict[str, dict[str, object]] = {name: {} for name, _ in _CONFIG_CLASSES}
+    properties, parts["security"]["listener_overrides"] = split_listener_overrides(properties)
     unknown = []
     for key, value in properties.items():
         for name, cls in _CONFIG_CLASSES:

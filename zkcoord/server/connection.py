@@ -24,10 +24,21 @@ from gevent.event import Event
 from gevent.server import StreamServer
 
 from zkcoord.errors import ErrorCode
+from zkcoord.server.security import ConnectionSecurity, ListenerSecurity
 from zkcoord.wire.codec import encode_response, read_request
 from zkcoord.wire.connection import ServerConnection
 from zkcoord.wire.framing import DEFAULT_MAX_REQUEST_BYTES, FrameError
-from zkcoord.wire.messages import ErrorResponse, Message, Request, Response
+from zkcoord.wire.messages import (
+    ApiVersionsRequest,
+    ErrorResponse,
+    Message,
+    Request,
+    Response,
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +97,10 @@ class _Connection:
     def __init__(self, server: "WireServer", sock: socket.socket, peer: tuple):
         self._server = server
         self._sock = sock
+        self._security: ConnectionSecurity | None = None  # None: a plaintext listener without ACLs
+        self._dispatch = server.dispatch
         self.peer = f"{peer[0]}:{peer[1]}"
+        self._peer_address = peer
         self.client_host = f"/{peer[0]}"  # as DescribeGroups shows a member's host
         self._protocol = ServerConnection(
             server.max_request_bytes, server.max_idle_ms, server.read_timeout_ms, now_ms=_now_ms()
@@ -120,6 +134,15 @@ class _Connection:
                 self.busy = False
         self.busy = True
         self._flush()
+
+    def secure(self, security: ListenerSecurity) -> None:
+        """TLS handshake when the listener asks for it, then this connection's principal and SASL state."""
+        try:
+            self._sock, self._security = security.accept(self._sock, self._peer_address)
+        except OSError as error:  # ssl.SSLError too: a plaintext client on a TLS port, a bad or no certificate
+            log.info("TLS handshake failed peer=%s error=%s", self.peer, error)
+            raise
+        self._dispatch = self._security.dispatching(self._server.dispatch)
 
     def drain(self) -> None:
         """Finish the request in hand, if any, then close; an idle connection closes now."""
@@ -163,14 +186,26 @@ class _Connection:
         self._server.requests_total += 1
         correlation_id = message["correlation_id"]
         request = read_request(message, self.client_host)
-        response = request if type(request) is dict else self._dispatched(request, message)
-        return self._send(correlation_id, response)
+        security = self._security
+        if type(request) is dict:
+            return self._send(correlation_id, request)
+        if type(request) in _SASL_REQUESTS:
+            response, close = _sasl_answer(security, request)
+        elif security is not None and not security.authenticated and type(request) is not ApiVersionsRequest:
+            response, close = _NOT_AUTHENTICATED, True
+        else:
+            response, close = self._dispatched(request, message), False
+        self._send(correlation_id, response)
+        if close:
+            log.info("closing connection peer=%s: %s", self.peer, getattr(response, "error_message", ""))
+            self._flush()
+        return not close
 
     def _dispatched(self, request: Request, message: dict) -> object:
         what = f"api={message['api']} correlation_id={message['correlation_id']} peer={self.peer}"
         reply = _Reply(what)
         try:
-            self._server.dispatch(request, reply)
+            self._dispatch(request, reply)
         except Exception:
             log.exception("dispatch failed %s", what)
             if not reply.answered:
@@ -233,6 +268,28 @@ class _Connection:
             pass
 
 
+_SASL_REQUESTS = (SaslHandshakeRequest, SaslAuthenticateRequest)
+_NOT_AUTHENTICATED = ErrorResponse(
+    error_code=ErrorCode.ILLEGAL_SASL_STATE,
+    error_message="this listener needs SaslHandshake and SaslAuthenticate first",
+)
+
+
+def _sasl_answer(security: ConnectionSecurity | None, request) -> tuple[Response, bool]:
+    """The answer to SaslHandshake or SaslAuthenticate, and whether the connection then closes."""
+    if security is None or not security.listener.settings.sasl:
+        message = "this listener does not take SASL"
+        return ErrorResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE, error_message=message), True
+    if type(request) is SaslHandshakeRequest:
+        error_code, mechanisms = security.handshake(request.mechanism)
+        return SaslHandshakeResponse(error_code=error_code, mechanisms=mechanisms), error_code != ErrorCode.NONE
+    step = security.authenticate(request.auth_bytes)
+    response = SaslAuthenticateResponse(
+        error_code=step.error_code, error_message=step.error_message, auth_bytes=step.auth_bytes
+    )
+    return response, step.close
+
+
 class WireServer:
     """A TCP server of the wire protocol that hands each well-formed request to ``dispatch(request, respond)``.
 
@@ -263,11 +320,13 @@ class WireServer:
         read_timeout_ms: float | None = None,
         max_connections_per_ip: int | None = None,
         max_connections_per_ip_overrides: Mapping[str, int] | None = None,
+        security: ListenerSecurity | None = None,
     ):
         ServerConnection(max_request_bytes)  # refuses a bad limit now rather than at the first connection
         if type(max_connections) is not int or max_connections < 1:
             raise ValueError(f"max_connections must be a positive int, got {max_connections!r}")
         self.dispatch = dispatch
+        self.security = security
         self.max_request_bytes = max_request_bytes
         self.max_connections = max_connections
         self.send_timeout_seconds = send_timeout_seconds
@@ -359,6 +418,8 @@ class WireServer:
         try:
             # Responses are small and latency-bound (heartbeats, joins): do not wait to coalesce them.
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.security is not None:
+                connection.secure(self.security)
             connection.serve()
         except OSError as error:
             log.debug("connection failed peer=%s error=%s", connection.peer, error)

@@ -39,8 +39,9 @@ from zkcoord.server.gateway import (
     frame_content,
     read_frame,
 )
+from zkcoord.server.security import ConnectionSecurity, ListenerSecurity
 from zkcoord.wire import messages as m
-from zkcoord.wire.kafka import groups, versions
+from zkcoord.wire.kafka import data_acl, groups, versions
 from zkcoord.wire.kafka.entities import build
 from zkcoord.wire.kafka.frames import (
     KafkaFrameError,
@@ -87,8 +88,10 @@ class KafkaListener:
         max_request_bytes: int,
         max_connections: int,
         idle_timeout_s: float,
+        security: ListenerSecurity | None = None,
     ):
         self.dispatch = dispatch
+        self.security = security  # None: plaintext, every request allowed
         self.upstream = upstream
         self.addresses = addresses
         self.max_request_bytes = max_request_bytes
@@ -141,11 +144,18 @@ class KafkaListener:
         self.connections_open += 1
         self._connections.add(connection)
         try:
+            connection.secure()
             connection.serve()
+        except OSError as error:  # ssl.SSLError too: a plaintext client on a TLS port, a bad or no certificate
+            log.info("kafka connection failed before its first request peer=%s error=%s", connection.peer, error)
         finally:
             self._connections.discard(connection)
             self.connections_open -= 1
             connection.close()
+
+
+class _Closing(Exception):
+    """The connection closes once the answers before it are written (a failed or skipped SASL authentication)."""
 
 
 class _Connection:
@@ -153,11 +163,15 @@ class _Connection:
         self.listener = listener
         self.sock = sock
         self.peer = f"{peer[0]}:{peer[1]}"
+        self.peer_address = peer
         self.client_host = f"/{peer[0]}"
+        self.security: ConnectionSecurity | None = None  # None: plaintext, every request allowed
+        self.dispatch = listener.dispatch
         self.broker_id = broker_id  # the upstream broker this port fronts; None: the bootstrap port
         self.slots: Queue = Queue(_MAX_IN_FLIGHT)
         self.upstream: socket.socket | None = None
-        self.pending: collections.deque[tuple[RequestHeader, AsyncResult]] = collections.deque()
+        # (request header, answer slot, what completes the answer after ACL checks refused part of the request)
+        self.pending: collections.deque[tuple[RequestHeader, AsyncResult, Callable | None]] = collections.deque()
         self.greenlets: list[gevent.Greenlet] = []
         self.writer: gevent.Greenlet | None = None
         # When a send began that has not ended (None: none), to the client and to the broker: the listener's
@@ -170,8 +184,14 @@ class _Connection:
             since is not None and now - since > _SEND_TIMEOUT_S for since in (self.writing_since, self.forwarding_since)
         )
 
-    def serve(self) -> None:
+    def secure(self) -> None:
+        """The TLS handshake when the listener asks for it, then this connection's principal and SASL state."""
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.listener.security is not None:
+            self.sock, self.security = self.listener.security.accept(self.sock, self.peer_address)
+            self.dispatch = self.security.dispatching(self.listener.dispatch)
+
+    def serve(self) -> None:
         self.sock.settimeout(self.listener.idle_timeout_s)
         self.writer = writer = gevent.spawn(self._write_answers)
         self.greenlets.append(writer)
@@ -186,7 +206,7 @@ class _Connection:
         except (KafkaFrameError, ValueError) as error:
             self.listener.frame_errors_total += 1
             log.info("bad kafka frame, closing peer=%s error=%s", self.peer, error)
-        except UpstreamUnavailable as error:
+        except (UpstreamUnavailable, _Closing) as error:
             log.info("closing kafka connection peer=%s: %s", self.peer, error)
         except OSError as error:
             log.debug("kafka connection ended peer=%s error=%s", self.peer, error)
@@ -243,6 +263,10 @@ class _Connection:
         api_key = header.api_key
         if api_key == versions.API_VERSIONS:
             self._answer(self._api_versions(header))
+        elif api_key in versions.SASL:
+            self._sasl(header, request)
+        elif self.security is not None and not self.security.authenticated:
+            raise _Closing(f"api {api_key} before SASL authentication")  # Kafka's broker closes too
         elif not header.known:
             if not (header.older and api_key not in _NEVER_FORWARDED_OLD):
                 # Never advertised; forwarding it could let an answer carry broker addresses past the rewrite.
@@ -275,7 +299,10 @@ class _Connection:
             # Kafka's answer to an ApiVersions newer than it knows: v0, 35, and its own ApiVersions range.
             table, version, error = {versions.API_VERSIONS: (low, high)}, 0, ErrorCode.UNSUPPORTED_VERSION
         else:
-            table, version, error = versions.advertised(self.listener.upstream.api_versions()), header.api_version, 0
+            sasl = self.security is not None and self.security.listener.settings.sasl
+            caps = data_acl.AUTHORIZED_CAPS if self.security is not None and self.security.authorizes else None
+            table = versions.advertised(self.listener.upstream.api_versions(), caps or versions.FORWARD_CAPS, sasl)
+            version, error = header.api_version, 0
         plain = {
             "error_code": error,
             "api_keys": [{"api_key": key, "min_version": lo, "max_version": hi} for key, (lo, hi) in table.items()],
@@ -286,6 +313,28 @@ class _Connection:
             "zk_migration_ready": False,
         }
         return encode_response(header.correlation_id, build(response_schema(header.api_key, version), plain))
+
+    def _sasl(self, header: RequestHeader, request: memoryview) -> None:
+        """SaslHandshake and SaslAuthenticate, as Kafka's broker answers them; after an error the connection
+        closes, and on a listener without SASL (or after authentication) they are 34 ILLEGAL_SASL_STATE."""
+        security = self.security
+        low, high = versions.SASL[header.api_key]
+        if not low <= header.api_version <= high:
+            raise KafkaFrameError(f"api {header.api_key} v{header.api_version} is not served here")
+        body = read_body(header, request)
+        if security is None or not security.listener.settings.sasl:
+            plain, close = {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "error_message": "no SASL here"}, True
+        elif header.api_key == versions.SASL_HANDSHAKE:
+            error_code, mechanisms = security.handshake(body.mechanism)
+            plain, close = {"error_code": error_code, "mechanisms": list(mechanisms)}, error_code != ErrorCode.NONE
+        else:
+            step = security.authenticate(body.auth_bytes)
+            plain = {"error_code": step.error_code, "error_message": step.error_message, "auth_bytes": step.auth_bytes}
+            close = step.close
+        schema = response_schema(header.api_key, header.api_version)
+        self._answer(encode_response(header.correlation_id, build(schema, plain)))
+        if close:
+            raise _Closing(f"SASL: {plain.get('error_message') or ErrorCode(plain['error_code']).name}")
 
     def _refuse(self, header: RequestHeader, request: memoryview) -> None:
         """A version of a group API not served, or an API of a protocol zkcoord does not serve: closed, as a Kafka
@@ -321,15 +370,35 @@ class _Connection:
     # -- forwarding -----------------------------------------------------------------------------------------------
 
     def _forward(self, header: RequestHeader, request: memoryview, frame: bytearray) -> None:
+        """Forward the request to the broker this port fronts, after the principal's ACL checks: the broker sees
+        only the gateway's own principal, so what the client may do is decided here (docs/security.md)."""
+        verdict = self._verdict(header, request)
+        if verdict is not None and verdict.answer is not None:
+            self._answer(encode_response(header.correlation_id, verdict.answer))
+            return
+        if verdict is not None and verdict.close and verdict.forward is None:
+            raise _Closing(f"api {header.api_key} refused")
         if self.upstream is None:
             self.upstream = self.listener.upstream.connect(self.broker_id)
             self.greenlets.append(gevent.spawn(self._read_upstream, self.upstream))
+        reply = None if verdict is None else verdict.reply
         if not (header.api_key == versions.PRODUCE and produce_acks(header, request) == 0):
-            self.pending.append((header, self._slot()))
+            self.pending.append((header, self._slot(), reply))
         self.listener.forwarded_total += 1
         self.forwarding_since = time.monotonic()
-        self.upstream.sendall(frame)
+        self.upstream.sendall(frame if verdict is None or verdict.forward is None else verdict.forward)
         self.forwarding_since = None
+        if verdict is not None and verdict.close:
+            raise _Closing(f"api {header.api_key} partly refused with acks=0")
+
+    def _verdict(self, header: RequestHeader, request: memoryview) -> data_acl.Verdict | None:
+        security = self.security
+        if security is None or not security.authorizes:
+            return None
+        verdict = data_acl.authorize_forwarded(header, bytes(request), security.allowed)
+        for denial in () if verdict is None else verdict.denials:
+            security.denied(denial)
+        return verdict
 
     def _read_upstream(self, upstream: socket.socket) -> None:
         try:
@@ -342,8 +411,8 @@ class _Connection:
                     return
                 if frame is None:
                     raise ConnectionError("the broker closed the connection with answers owed")
-                header, slot = self.pending.popleft()
-                slot.set(self._rewritten(header, frame) if header.api_key in REWRITTEN else frame)
+                header, slot, reply = self.pending.popleft()
+                slot.set(self._answered(header, frame, reply))
         except Exception as error:  # an answer that cannot be read or rewritten must not leave the client waiting
             log.info("upstream connection failed peer=%s error=%s", self.peer, error)
         # The answers owed are lost: the client sees its connection close, as it would with the broker itself.
@@ -359,11 +428,18 @@ class _Connection:
         with contextlib.suppress(OSError):
             upstream.close()
 
-    def _rewritten(self, header: RequestHeader, frame: bytearray) -> bytes:
-        correlation_id, response = read_response(header.api_key, header.api_version, frame_content(frame))
-        return encode_response(
-            correlation_id, rewrite_response(header.api_key, response, self.listener.addresses.view())
-        )
+    def _answered(self, header: RequestHeader, frame: bytearray, reply) -> bytes:
+        """The broker's answer for the client: completed with what the ACL checks refused (``reply``), and with
+        broker addresses rewritten to the gateway's."""
+        if reply is None and header.api_key not in REWRITTEN:
+            return frame
+        if reply is None:
+            correlation_id, response = read_response(header.api_key, header.api_version, frame_content(frame))
+        else:
+            correlation_id, response = header.correlation_id, reply(bytes(frame_content(frame)))
+        if header.api_key in REWRITTEN:
+            response = rewrite_response(header.api_key, response, self.listener.addresses.view())
+        return encode_response(correlation_id, response)
 
 
 class _GroupCall:
@@ -386,7 +462,7 @@ class _GroupCall:
 
     def _submit(self, index: int, request: m.Request) -> None:
         try:
-            self.connection.listener.dispatch(request, partial(self._answered, index))
+            self.connection.dispatch(request, partial(self._answered, index))
         except Exception:
             log.exception("dispatch failed api=%d peer=%s", self.header.api_key, self.connection.peer)
             self._answered(index, m.ErrorResponse(error_code=ErrorCode.UNKNOWN_SERVER_ERROR))
@@ -416,8 +492,10 @@ class _GroupCall:
         header = self.header
         try:
             addresses = self.connection.listener.addresses
+            security = self.connection.security
+            allowed = security.allowed if security is not None and security.authorizes else None
             response = groups.kafka_response(
-                header.api_key, header.api_version, self.requests, self.answers, addresses.coordinator
+                header.api_key, header.api_version, self.requests, self.answers, addresses.coordinator, allowed
             )
             self.slot.set(encode_response(header.correlation_id, response))
         except Exception:  # an answer kio cannot carry: the client must not wait for it for ever

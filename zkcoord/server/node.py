@@ -22,12 +22,14 @@ from gevent.event import Event
 from gevent.queue import Queue
 from kazoo.client import KazooClient, KazooState
 
+from zkcoord.auth.acls import Authorizer, parse_super_users
 from zkcoord.clock import SystemClock
 from zkcoord.errors import ErrorCode, FencedLeaderError, LogError
 from zkcoord.group.coordinator import GroupCoordinator
 from zkcoord.group.effects import Append
 from zkcoord.runtime import CoordinatorRuntime
 from zkcoord.runtime.durable import DurableLogs
+from zkcoord.security.config import MSGPACK_LISTENER, SecurityConfig
 from zkcoord.server.bridge import MixedGroups
 from zkcoord.server.bridge_plans import BridgeSettings
 from zkcoord.server.cluster import ZooKeeperCluster
@@ -39,17 +41,30 @@ from zkcoord.server.kafka_listener import KafkaListener
 from zkcoord.server.metrics import NodeMetrics
 from zkcoord.server.migration import GroupMigrations
 from zkcoord.server.mirror import OffsetMirror
+from zkcoord.server.security import ListenerSecurity
 from zkcoord.server.steps import MigrationSteps
 from zkcoord.wire.codec import API_NAMES
 from zkcoord.wire.messages import Request
 from zkcoord.zk import layout
 from zkcoord.zk.acl import start_logged_in
+from zkcoord.zk.acls import AclStore
 from zkcoord.zk.election import PartitionElection
 from zkcoord.zk.leader_znodes import ensure_partition_count
 from zkcoord.zk.nodes import NodeRegistry, previous_session_wait_s
 from zkcoord.zk.session import make_kazoo_client
+from zkcoord.zk.users import scram_credential
 
 log = logging.getLogger(__name__)
+
+
+_ALL_INTERFACES = ("", "0.0.0.0", "::")
+
+
+def _authorizer(security: SecurityConfig) -> Authorizer | None:
+    """Kafka's AclAuthorizer when ``authorizer.class.name`` names it; None: every request is allowed."""
+    if not security.authorizes:
+        return None
+    return Authorizer(parse_super_users(security.super_users), security.allow_everyone_if_no_acl_found)
 
 
 class CoordinatorNode:
@@ -108,10 +123,13 @@ class CoordinatorNode:
                 server.bridge_check_interval_ms,
             ),
         )
+        self.authorizer = _authorizer(config.security)
+        self.acls: AclStore | None = None
         self.server = WireServer(
             host,
             port,
             self.dispatch,
+            security=self._listener_security(MSGPACK_LISTENER),
             max_request_bytes=config.server.max_request_bytes,
             max_connections=config.server.max_connections,
             max_idle_ms=config.server.connections_max_idle_ms,
@@ -162,9 +180,14 @@ class CoordinatorNode:
         self.mirror.start(self.zk)
         self.bridge.start(self.zk)
         ensure_partition_count(self.zk, server.root, self.config.coordinator.offsets_topic_num_partitions)
+        if self.authorizer is not None:
+            self.acls = AclStore(self.zk, self.authorizer)
+            self.acls.start()  # before the listeners: no request is checked against ACLs not yet read
         self.server.start()
+        self._warn_if_open(self.host, self.server.security)
         port = self.server.address[1]
         if self.kafka is not None:
+            self._warn_if_open(self.kafka_settings.host, self.kafka.security)
             self.upstream.watch(self.zk)
             self.kafka.start()
             self.gateway.start()
@@ -200,6 +223,27 @@ class CoordinatorNode:
 
     # -- Kafka's protocol ----------------------------------------------------------------------------------
 
+    def _listener_security(self, listener: str) -> ListenerSecurity | None:
+        """A listener's TLS, SASL and ACL checks; None for a plaintext listener without an authorizer."""
+        settings = self.config.security.for_listener(listener)
+        if settings.protocol == "PLAINTEXT" and self.authorizer is None:
+            return None
+        handshake_timeout_s = self.config.server.request_read_timeout_ms / 1000
+        return ListenerSecurity(settings, self._scram_credential, self.authorizer, handshake_timeout_s)
+
+    def _scram_credential(self, user: str, mechanism: str):
+        return None if self.zk is None else scram_credential(self.zk, user, mechanism)
+
+    @staticmethod
+    def _warn_if_open(host: str, security: ListenerSecurity | None) -> None:
+        if host in _ALL_INTERFACES and (security is None or security.protocol == "PLAINTEXT"):
+            log.warning(
+                "listening on %s (every interface) in plaintext%s: anyone who reaches this host can read and change "
+                "every group; bind 127.0.0.1 or set up TLS, SASL and ACLs (docs/security.md)",
+                host or "0.0.0.0",
+                "" if security is None else ", though with ACLs",
+            )
+
     def _kafka_listener(self, settings: KafkaListenerSettings) -> KafkaListener:
         server = self.config.server
         return KafkaListener(
@@ -212,6 +256,7 @@ class CoordinatorNode:
             max_request_bytes=server.socket_request_max_bytes,
             max_connections=server.max_connections,
             idle_timeout_s=server.connections_max_idle_ms / 1000,
+            security=self._listener_security(settings.name),
         )
 
     def _kafka_address(self) -> layout.KafkaListenerAddress | None:
@@ -264,6 +309,8 @@ class CoordinatorNode:
         if self.kafka is not None:
             self.gateway.stop()
             self.kafka.stop()
+        if self.acls is not None:
+            self.acls.stop()
         # Commits answered until now are still owed to ZooKeeper: the mirror gets the same bound to catch up.
         self.mirror.stop(self.config.server.shutdown_timeout_ms / 1000)
         self.migrations.stop()

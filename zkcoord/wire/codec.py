@@ -33,6 +33,8 @@ REQUEST_TYPES: dict[str, type[m.Request]] = {
     "ListGroups": m.ListGroupsRequest,
     "DeleteGroups": m.DeleteGroupsRequest,
     "OffsetDelete": m.OffsetDeleteRequest,
+    "SaslHandshake": m.SaslHandshakeRequest,
+    "SaslAuthenticate": m.SaslAuthenticateRequest,
 }
 API_NAMES: dict[type[m.Request], str] = {request_type: api for api, request_type in REQUEST_TYPES.items()}
 RESPONSE_TYPES: dict[str, type[m.Response]] = {
@@ -49,6 +51,8 @@ RESPONSE_TYPES: dict[str, type[m.Response]] = {
     "ListGroups": m.ListGroupsResponse,
     "DeleteGroups": m.DeleteGroupsResponse,
     "OffsetDelete": m.OffsetDeleteResponse,
+    "SaslHandshake": m.SaslHandshakeResponse,
+    "SaslAuthenticate": m.SaslAuthenticateResponse,
 }
 
 # Fields whose nil means the same as their default (wire-protocol §3 allows nil; the class does not need to).

@@ -160,6 +160,14 @@ class OffsetDeleteRequest(Message, kw_only=True):
     topics: tuple[OffsetDeleteRequestTopic, ...]
 
 
+class SaslHandshakeRequest(Message, kw_only=True):
+    mechanism: str
+
+
+class SaslAuthenticateRequest(Message, kw_only=True):
+    auth_bytes: bytes
+
+
 GroupRequest = (
     JoinGroupRequest
     | SyncGroupRequest
@@ -174,6 +182,8 @@ GroupRequest = (
 )
 ClusterRequest = ApiVersionsRequest | MetadataRequest | FindCoordinatorRequest
 Request = GroupRequest | ClusterRequest
+# Answered by the connection itself before any request reaches the coordinator (docs/protocol.md, SASL).
+SaslRequest = SaslHandshakeRequest | SaslAuthenticateRequest
 
 # ---- responses -----------------------------------------------------------------------------------------
 
@@ -345,6 +355,18 @@ class OffsetDeleteResponse(Message, kw_only=True):
     topics: tuple[TopicResult, ...] = ()
 
 
+class SaslHandshakeResponse(Message, kw_only=True):
+    error_code: int
+    mechanisms: tuple[str, ...] = ()
+
+
+class SaslAuthenticateResponse(Message, kw_only=True):
+    error_code: int
+    error_message: str | None = None
+    auth_bytes: bytes = b""
+    session_lifetime_ms: int = 0
+
+
 Response = (
     ErrorResponse
     | ApiVersionsResponse
@@ -360,4 +382,6 @@ Response = (
     | ListGroupsResponse
     | DeleteGroupsResponse
     | OffsetDeleteResponse
+    | SaslHandshakeResponse
+    | SaslAuthenticateResponse
 )

@@ -160,6 +160,9 @@ REQUEST_SCHEMAS: dict[str, Struct] = {
             ),
         )
     ),
+    # Not in wire-protocol.md §3: Kafka's SASL pair, answered by the connection itself (docs/protocol.md).
+    "SaslHandshake": Struct((Field("mechanism", STR),)),
+    "SaslAuthenticate": Struct((Field("auth_bytes", BIN),)),
 }
 
 SUPPORTED_APIS: dict[str, tuple[int, int]] = dict.fromkeys(REQUEST_SCHEMAS, (0, 0))

@@ -10,6 +10,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from urllib.parse import quote, unquote_plus
 
 from zkcoord.assign.java import immutable_map_order
 from zkcoord.errors import ZkcoordError
@@ -407,6 +408,55 @@ def decode_offset(path: str, data: bytes | None) -> int:
     if not re.fullmatch(r"[-+]?\d{1,19}", text) or not _INT64[0] <= int(text) <= _INT64[1]:
         raise ZnodeDecodeError(path, "offset is not a 64-bit decimal integer", data)
     return int(text)
+
+
+# ---- dynamic configs of later Kafka's ZooKeeper mode (ZkData.scala): SCRAM credentials of users -------
+
+CONFIG_USERS_PATH = "/config/users"
+CONFIG_CHANGES_PATH = "/config/changes"
+CONFIG_CHANGE_PREFIX = "config_change_"
+
+
+def sanitize_entity_name(name: str) -> str:
+    """Kafka's ``Sanitizer.sanitize``: Java's URL encoding with ``*`` and spaces percent-encoded."""
+    return quote(name, safe="-_.*").replace("*", "%2A").replace("~", "%7E")
+
+
+def desanitize_entity_name(sanitized: str) -> str:
+    """Kafka's ``Sanitizer.desanitize`` (Java's URLDecoder: '+' is a space)."""
+    return unquote_plus(sanitized)
+
+
+def user_config_path(user: str) -> str:
+    """``ConfigEntityZNode.path("users", sanitized user)``."""
+    return f"{CONFIG_USERS_PATH}/{sanitize_entity_name(user)}"
+
+
+def encode_entity_config(config: Mapping[str, str]) -> bytes:
+    """``ConfigEntityZNode.encode``: ``{"version":1,"config":{...}}``."""
+    return json.dumps({"version": 1, "config": dict(config)}, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def decode_entity_config(path: str, data: bytes | None) -> dict[str, str]:
+    """``ConfigEntityZNode.decode``: the ``config`` object, every value a string; no data is an empty config."""
+    if not data:
+        return {}
+    try:
+        node = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as error:
+        raise ZnodeDecodeError(path, f"not JSON ({type(error).__name__})", not_json=True) from None
+    config = node.get("config") if isinstance(node, dict) else None
+    if not isinstance(config, dict):  # Kafka reads no config object as an empty config
+        return {}
+    if not all(isinstance(value, str) for value in config.values()):
+        raise ZnodeDecodeError(path, "config values are not all strings")
+    return config
+
+
+def encode_user_config_change(user: str) -> bytes:
+    """``ConfigEntityChangeNotificationSequenceZNode.encode`` for a user: brokers reload that user's config."""
+    entity_path = f"users/{sanitize_entity_name(user)}"
+    return json.dumps({"version": 2, "entity_path": entity_path}, separators=(",", ":")).encode()
 
 
 # ---- zkcoord's own metadata under its root (architecture.md "ZooKeeper use") -------------------------

@@ -18,6 +18,7 @@ import msgspec
 
 from zkcoord.errors import ErrorCode
 from zkcoord.wire import messages as m
+from zkcoord.wire.kafka.acl import GROUP, Allowed, authorized_operations
 from zkcoord.wire.kafka.entities import build, to_plain
 from zkcoord.wire.kafka.frames import request_schema, response_schema
 
@@ -30,8 +31,6 @@ _RENAMED = {
 }
 _KAFKA_NAMES = {ours: theirs for theirs, ours in _RENAMED.items()}
 _NO_AUTHORIZED_OPERATIONS = -(2**31)  # Kafka's "not requested"
-# With no authorizer Kafka allows every operation a group supports: READ (3), DELETE (6), DESCRIBE (8).
-_GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 _BUILTIN_TYPES = (bytes,)
 
 REQUEST_TYPES: dict[int, type[m.Request]] = {
@@ -157,15 +156,32 @@ def kafka_response(
     requests: Sequence[m.Request],
     responses: Sequence[m.Response],
     coordinator_address: CoordinatorAddress | None = None,
+    allowed: Allowed | None = None,
 ):
     """The kio response of ``version`` to the request that became ``requests``, from their ``responses``.
 
     A response may be an :class:`~zkcoord.wire.messages.ErrorResponse` (a request the core refused whole): its
     code goes where the version carries errors. ``coordinator_address`` gives a FindCoordinator answer's
-    ``(node_id, host, port)`` on this protocol (None: not available).
+    ``(node_id, host, port)`` on this protocol (None: not available). ``allowed`` answers for the connection's
+    principal the checks behind DescribeGroups' authorized operations (None: no authorizer, every operation).
     """
     plain = {"throttle_time": 0, **_response_plain(api_key, version, requests, responses, coordinator_address)}
+    if api_key == 15:
+        _authorized_operations(plain["groups"], requests[0].include_authorized_operations, allowed or _everything)
     return build(response_schema(api_key, version), plain)
+
+
+def _authorized_operations(described: list[dict], asked: bool, allowed: Allowed) -> None:
+    """DescribeGroups' authorized operations, as Kafka sets them: only when asked for, on groups described."""
+    for group in described:
+        ok = asked and group["error_code"] == ErrorCode.NONE
+        group["authorized_operations"] = (
+            authorized_operations(allowed, GROUP, group["group_id"] or "") if ok else _NO_AUTHORIZED_OPERATIONS
+        )
+
+
+def _everything(*_) -> bool:
+    return True
 
 
 def _response_plain(api_key, version, requests, responses, coordinator_address) -> dict:  # noqa: C901
@@ -189,10 +205,6 @@ def _response_plain(api_key, version, requests, responses, coordinator_address) 
     plain = _struct_plain(first)
     if api_key == 13 and version < 3 and plain["error_code"] == ErrorCode.NONE and plain["members"]:
         plain["error_code"] = plain["members"][0]["error_code"]  # one member: its error is the request's
-    elif api_key == 15:
-        operations = _GROUP_OPERATIONS if request.include_authorized_operations else _NO_AUTHORIZED_OPERATIONS
-        for group in plain["groups"]:
-            group["authorized_operations"] = operations
     elif api_key == 16:
         for group in plain["groups"]:
             group["group_type"] = "classic"

@@ -23,6 +23,11 @@ PRODUCE = 0
 FETCH = 1
 TXN_OFFSET_COMMIT = 28
 LIST_GROUPS = 16
+SASL_HANDSHAKE = 17
+SASL_AUTHENTICATE = 36
+# Answered by the listener itself on a SASL listener, never forwarded. SaslHandshake v0 (tokens without Kafka
+# headers afterwards) is older than every client that speaks SaslAuthenticate.
+SASL: dict[int, tuple[int, int]] = {SASL_HANDSHAKE: (1, 1), SASL_AUTHENTICATE: (0, 2)}
 
 # Kafka 3.9's advertised range ∩ kio's (OffsetCommit starts at v2 and OffsetFetch at v1 in kio).
 SERVED: dict[int, tuple[int, int]] = {
@@ -63,15 +68,18 @@ def kio_versions(api_key: int) -> tuple[int, int] | None:
     return min(versions), max(versions)
 
 
-def advertised(upstream: Mapping[int, tuple[int, int]]) -> dict[int, tuple[int, int]]:
-    """The ApiVersions table: the served group APIs, and each API the brokers advertise (``upstream``, api key →
-    versions) that is not served or refused, within kio's versions and the caps."""
-    table = dict(SERVED)
+def advertised(
+    upstream: Mapping[int, tuple[int, int]], caps: Mapping[int, int] = FORWARD_CAPS, sasl: bool = False
+) -> dict[int, tuple[int, int]]:
+    """The ApiVersions table: the served group APIs (and SASL's on a SASL listener), and each API the brokers
+    advertise (``upstream``, api key → versions) that is not served or refused, within kio's versions and ``caps``
+    (api key → highest version; authorization caps more: ``data_acl.AUTHORIZED_CAPS``)."""
+    table = dict(SERVED) | (SASL if sasl else {})
     for key, (low, high) in upstream.items():
         known = kio_versions(key)
-        if key in SERVED or key in REFUSED or known is None:
+        if key in SERVED or key in REFUSED or key in SASL or known is None:
             continue
-        low, high = max(low, known[0]), min(high, known[1], FORWARD_CAPS.get(key, high))
+        low, high = max(low, known[0]), min(high, known[1], caps.get(key, high))
         if low <= high:
             table[key] = (low, high)
     return dict(sorted(table.items()))

@@ -1,0 +1,186 @@
+"""The client side of TLS and SASL for zkcoord's own tools and members, from Kafka's client properties.
+
+:class:`ClientSecurity` reads what a Kafka tool's ``--command-config`` file holds, in the Java client's names or
+librdkafka's (``security.protocol``, ``sasl.mechanism``, ``sasl.username``/``sasl.password`` or
+``sasl.jaas.config``, ``ssl.ca.location`` or ``ssl.truststore.location``...). Its :meth:`connector` is a
+drop-in ``create_connection``: it connects, wraps TLS, and authenticates over the msgpack protocol's
+SaslHandshake/SaslAuthenticate before handing the socket over, so every caller that takes ``create_connection``
+(the channel to coordinators, the admin client, the client's worker) is secured without knowing it.
+"""
+
+from __future__ import annotations
+
+import socket
+import ssl
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from zkcoord.auth.plain import client_credentials
+from zkcoord.auth.sasl import SaslClient, check_mechanisms
+from zkcoord.errors import ConfigError, ErrorCode, SaslAuthenticationFailedError, error_name
+from zkcoord.security.config import PROTOCOLS
+from zkcoord.security.tls import client_context
+from zkcoord.wire.connection import ClientConnection
+
+_RECEIVE_BYTES = 65536
+# (Java client's name, librdkafka's): either is accepted, the first given wins.
+_ALIASES = {
+    "mechanism": ("sasl.mechanism", "sasl.mechanisms"),
+    "ca_location": ("ssl.truststore.location", "ssl.ca.location"),
+    "certificate_location": ("ssl.keystore.location", "ssl.certificate.location"),
+}
+CLIENT_PROPERTIES = frozenset(
+    {
+        "security.protocol",
+        "sasl.username",
+        "sasl.password",
+        "sasl.jaas.config",
+        "ssl.truststore.certificates",
+        "ssl.truststore.type",
+        "ssl.keystore.type",
+        "ssl.key.location",
+        "ssl.key.password",
+        "ssl.endpoint.identification.algorithm",
+        *(name for names in _ALIASES.values() for name in names),
+    }
+)
+
+Connect = Callable[..., socket.socket]
+
+
+def _first(properties: Mapping[str, object], names: tuple[str, ...], default: str = "") -> str:
+    return next((str(properties[name]) for name in names if properties.get(name) not in (None, "")), default)
+
+
+@dataclass(frozen=True)
+class ClientSecurity:
+    """How a client reaches a listener: its protocol, SASL mechanism and credentials, and its TLS files."""
+
+    protocol: str = "PLAINTEXT"
+    mechanism: str = ""
+    username: str = ""
+    password: str = ""
+    ca_location: str = ""
+    ca_certificates: str = ""
+    certificate_location: str = ""
+    key_location: str = ""
+    key_password: str = ""
+    check_hostname: bool = True
+
+    @classmethod
+    def from_properties(cls, properties: Mapping[str, object]) -> ClientSecurity:
+        """From Kafka client properties; other keys are left to the caller. ConfigError names a bad value."""
+        protocol = _first(properties, ("security.protocol",), "PLAINTEXT").upper()
+        if protocol not in PROTOCOLS:
+            raise ConfigError(f"security.protocol: {protocol!r} is not one of {', '.join(PROTOCOLS)}")
+        for name in ("ssl.truststore.type", "ssl.keystore.type"):
+            if str(properties.get(name) or "PEM").upper() != "PEM":
+                raise ConfigError(f"{name}: only PEM files are read here")
+        username, password = _first(properties, ("sasl.username",)), _first(properties, ("sasl.password",))
+        jaas = _first(properties, ("sasl.jaas.config",))
+        if jaas and not username:
+            username, password = client_credentials(jaas)
+        mechanism = _first(properties, _ALIASES["mechanism"], "GSSAPI").upper()
+        if protocol.startswith("SASL_"):
+            check_mechanisms((mechanism,))
+            if not username:
+                raise ConfigError(f"{protocol} needs sasl.username and sasl.password (or sasl.jaas.config)")
+        algorithm = _first(properties, ("ssl.endpoint.identification.algorithm",), "https").lower()
+        return cls(
+            protocol,
+            mechanism,
+            username,
+            password,
+            ca_location=_first(properties, _ALIASES["ca_location"]),
+            ca_certificates=_first(properties, ("ssl.truststore.certificates",)),
+            certificate_location=_first(properties, _ALIASES["certificate_location"]),
+            key_location=_first(properties, ("ssl.key.location",)),
+            key_password=_first(properties, ("ssl.key.password",)),
+            check_hostname=algorithm not in ("", "none"),
+        )
+
+    @property
+    def tls(self) -> bool:
+        return self.protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def sasl(self) -> bool:
+        return self.protocol.startswith("SASL_")
+
+    def connector(self, create_connection: Connect = socket.create_connection) -> Connect:
+        """``create_connection(address, timeout=None)`` that returns a socket ready for requests; plain
+        ``create_connection`` itself for PLAINTEXT. Authentication failures raise
+        :class:`~zkcoord.errors.SaslAuthenticationFailedError`, which no caller retries."""
+        if not (self.tls or self.sasl):
+            return create_connection
+        contexts: dict[type, ssl.SSLContext] = {}
+
+        def connect(address, timeout=None, *args, **kwargs) -> socket.socket:
+            sock = create_connection(address, timeout, *args, **kwargs)
+            try:
+                if self.tls:
+                    sock = self._wrap(sock, address[0], contexts)
+                if self.sasl:
+                    self._authenticate(sock, f"{address[0]}:{address[1]}")
+            except BaseException:
+                sock.close()
+                raise
+            return sock
+
+        return connect
+
+    def _wrap(self, sock: socket.socket, host: str, contexts: dict[type, ssl.SSLContext]) -> socket.socket:
+        context_class = ssl.SSLContext
+        if type(sock).__module__.startswith("gevent"):  # a gevent socket needs gevent's TLS to stay cooperative
+            from gevent import ssl as gevent_ssl
+
+            context_class = gevent_ssl.SSLContext
+        context = contexts.get(context_class)
+        if context is None:
+            context = contexts[context_class] = client_context(
+                self.ca_location,
+                self.ca_certificates,
+                self.certificate_location,
+                self.key_location,
+                self.key_password,
+                self.check_hostname,
+                context_class,
+            )
+        try:
+            return context.wrap_socket(sock, server_hostname=host)
+        except ssl.SSLCertVerificationError as error:
+            raise SaslAuthenticationFailedError(f"TLS to {host}: {error.verify_message or error}") from None
+
+    def _authenticate(self, sock: socket.socket, where: str) -> None:
+        protocol = ClientConnection("zkcoord-sasl")
+        handshake = _call(sock, protocol, "SaslHandshake", {"mechanism": self.mechanism}, where)
+        if handshake.get("error_code"):
+            enabled = ", ".join(handshake.get("mechanisms") or ()) or "none"
+            raise SaslAuthenticationFailedError(
+                f"{where}: SASL mechanism {self.mechanism}: {error_name(handshake['error_code'])} (enabled: {enabled})"
+            )
+        client = SaslClient(self.mechanism, self.username, self.password)
+        token: bytes | None = client.first()
+        while token is not None:
+            answer = _call(sock, protocol, "SaslAuthenticate", {"auth_bytes": token}, where)
+            if answer.get("error_code"):
+                message = answer.get("error_message") or error_name(answer["error_code"])
+                raise SaslAuthenticationFailedError(f"{where}: {message}")
+            token = client.evaluate(answer.get("auth_bytes") or b"")
+        if not client.complete:
+            raise SaslAuthenticationFailedError(f"{where}: the SASL exchange ended early")
+
+
+def _call(sock: socket.socket, protocol: ClientConnection, api: str, fields: dict, where: str) -> dict:
+    sock.sendall(protocol.request(api, fields))
+    while True:
+        answered = protocol.next_response()
+        if answered is not None:
+            return answered[1]
+        data = sock.recv(_RECEIVE_BYTES)
+        if not data:
+            raise SaslAuthenticationFailedError(
+                f"{where} closed the connection during SASL (a listener without SASL answers "
+                f"{ErrorCode.ILLEGAL_SASL_STATE.name}; check security.protocol)"
+            )
+        protocol.feed(data)

@@ -1,0 +1,160 @@
+"""What a listener asks of each connection: TLS first, then SASL, then an ACL check of every request.
+
+:class:`ListenerSecurity` is one listener's part (its TLS context, SASL mechanisms and PLAIN users, the node's
+authorizer); :class:`ConnectionSecurity` one connection's (principal, SASL exchange, checks). Both listeners —
+Kafka's protocol and msgpack — use them the same way, so a principal gets the same answers on either.
+
+IO: the TLS handshake runs on the connection's gevent socket; SCRAM credentials are read from ZooKeeper through
+the callable the node passes. Denials are logged as Kafka's authorizer logs them.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from collections.abc import Callable
+from typing import NamedTuple
+
+from gevent import ssl as gevent_ssl
+
+from zkcoord.auth.acls import Authorizer, kafka_host_address
+from zkcoord.auth.plain import plain_users
+from zkcoord.auth.requests import Dispatch, authorizing
+from zkcoord.auth.sasl import SaslServer, check_mechanisms
+from zkcoord.auth.scram import ScramCredential
+from zkcoord.errors import ConfigError, ErrorCode, SaslAuthenticationFailedError
+from zkcoord.security.config import ListenerSettings
+from zkcoord.security.tls import ANONYMOUS, certificate_principal, server_context
+from zkcoord.wire.kafka.acl import Denial
+
+log = logging.getLogger(__name__)
+authorizer_log = logging.getLogger("zkcoord.authorizer")  # Kafka's kafka.authorizer.logger, by another name
+
+ScramCredentials = Callable[[str, str], "ScramCredential | None"]
+
+
+class SaslStep(NamedTuple):
+    """One SaslAuthenticate answered: Kafka's error code and message, the server's token, and whether the
+    connection must close (a failed authentication)."""
+
+    error_code: int
+    error_message: str | None
+    auth_bytes: bytes
+    close: bool
+
+
+class ListenerSecurity:
+    """One listener's security: ``settings`` (its protocol and Kafka's ssl/sasl properties), SCRAM credentials
+    by (user, mechanism), and the node's ACLs (None: every request is allowed, as without an authorizer)."""
+
+    def __init__(
+        self,
+        settings: ListenerSettings,
+        scram_credentials: ScramCredentials,
+        authorizer: Authorizer | None,
+        handshake_timeout_s: float,
+    ):
+        self.settings = settings
+        self.scram_credentials = scram_credentials
+        self.authorizer = authorizer
+        self.handshake_timeout_s = handshake_timeout_s
+        self.authentication_failures_total = 0
+        self.denials_total = 0
+        self.context = None
+        if settings.tls:
+            self.context = server_context(settings.config, gevent_ssl.SSLContext)
+        self.mechanisms: tuple[str, ...] = ()
+        self.plain_users: dict[str, str] = {}
+        if settings.sasl:
+            self.mechanisms = check_mechanisms(settings.mechanisms)
+            if "PLAIN" in self.mechanisms:
+                jaas = settings.jaas_config("PLAIN")
+                if not jaas:
+                    raise ConfigError(
+                        f"listener {settings.name} enables PLAIN: give its users in "
+                        f"listener.name.{settings.name.lower()}.plain.sasl.jaas.config"
+                    )
+                self.plain_users = plain_users(jaas)
+
+    @property
+    def protocol(self) -> str:
+        return self.settings.protocol
+
+    def accept(self, sock: socket.socket, peer: tuple) -> tuple[socket.socket, ConnectionSecurity]:
+        """The connection's socket (TLS-wrapped after a handshake bounded by the handshake timeout) and its
+        security state. Raises OSError (ssl.SSLError among them) when the TLS handshake fails."""
+        principal = ANONYMOUS
+        if self.context is not None:
+            sock.settimeout(self.handshake_timeout_s)
+            sock = self.context.wrap_socket(sock, server_side=True)
+            sock.settimeout(None)
+            if not self.settings.sasl:
+                principal = certificate_principal(sock.getpeercert())
+        return sock, ConnectionSecurity(self, kafka_host_address(peer[0]), principal)
+
+
+class ConnectionSecurity:
+    """One connection's principal, its SASL exchange while unauthenticated, and the ACL checks of its requests."""
+
+    def __init__(self, listener: ListenerSecurity, host: str, principal: str):
+        self.listener = listener
+        self.host = host
+        self.principal = principal
+        self.authenticated = not listener.settings.sasl
+        self._sasl: SaslServer | None = None
+
+    @property
+    def handshaken(self) -> bool:
+        return self._sasl is not None
+
+    def handshake(self, mechanism: str) -> tuple[int, tuple[str, ...]]:
+        """SaslHandshake: Kafka's error code and the listener's mechanisms."""
+        mechanisms = self.listener.mechanisms
+        if self.authenticated or self._sasl is not None:
+            return ErrorCode.ILLEGAL_SASL_STATE, mechanisms
+        if mechanism not in mechanisms:
+            log.info("SASL mechanism %s is not enabled peer=%s", mechanism, self.host)
+            return ErrorCode.UNSUPPORTED_SASL_MECHANISM, mechanisms
+        self._sasl = SaslServer(mechanism, self.listener.scram_credentials, self.listener.plain_users)
+        return ErrorCode.NONE, mechanisms
+
+    def authenticate(self, token: bytes) -> SaslStep:
+        """SaslAuthenticate: the next server token; a failure answers 58 and closes, as Kafka's broker does."""
+        if self.authenticated or self._sasl is None:
+            return SaslStep(ErrorCode.ILLEGAL_SASL_STATE, "SaslAuthenticate before SaslHandshake", b"", True)
+        try:
+            answer = self._sasl.evaluate(token)
+        except SaslAuthenticationFailedError as error:
+            self.listener.authentication_failures_total += 1
+            log.warning("authentication failed peer=%s mechanism=%s: %s", self.host, self._sasl.mechanism, error.reason)
+            return SaslStep(error.error_code, error.message, b"", True)
+        if self._sasl.complete:
+            self.principal = self._sasl.principal
+            self.authenticated = True
+            log.info("authenticated principal=%s peer=%s", self.principal, self.host)
+        return SaslStep(ErrorCode.NONE, None, answer, False)
+
+    @property
+    def authorizes(self) -> bool:
+        return self.listener.authorizer is not None
+
+    def allowed(self, operation: str, resource_type: str, name: str) -> bool:
+        """Whether this connection's principal may do ``operation`` on the resource (True without an authorizer)."""
+        authorizer = self.listener.authorizer
+        return authorizer is None or authorizer.authorize(self.principal, self.host, operation, resource_type, name)
+
+    def denied(self, denial: Denial) -> None:
+        """Log a refused check as Kafka's authorizer logs it."""
+        self.listener.denials_total += 1
+        authorizer_log.info(
+            "Principal = %s is Denied Operation = %s from host = %s on resource = %s:LITERAL:%s",
+            self.principal,
+            denial.operation,
+            self.host,
+            denial.resource_type,
+            denial.name,
+        )
+
+    def dispatching(self, dispatch: Dispatch) -> Dispatch:
+        """``dispatch`` behind this connection's ACL checks; ``dispatch`` itself without an authorizer."""
+        return authorizing(dispatch, self.allowed, self.denied) if self.authorizes else dispatch
