@@ -3,10 +3,11 @@
 import pytest
 from kazoo.security import CREATOR_ALL_ACL, OPEN_ACL_UNSAFE
 
+from zkcoord.auth.plain import JaasEntry, parse_jaas_file
 from zkcoord.errors import ConfigError
 from zkcoord.server.config import node_config
 from zkcoord.zk.acl import SECURE_ACL, default_acls
-from zkcoord.zk.credentials import DigestCredentials, kafka_opts_properties, parse_jaas, zookeeper_security
+from zkcoord.zk.credentials import DigestCredentials, kafka_opts_properties, zookeeper_security
 
 KAFKA_JAAS = """
 /* a broker's file: Kafka's own section, then ZooKeeper's */
@@ -35,12 +36,16 @@ def no_kafka_opts(monkeypatch):
     monkeypatch.delenv("KAFKA_OPTS", raising=False)
 
 
-def test_parse_reads_sections_modules_and_quoted_options():
-    sections = parse_jaas(KAFKA_JAAS, "kafka_server_jaas.conf")
+def test_a_jaas_file_is_read_by_section_with_quoted_options():
+    sections = parse_jaas_file(KAFKA_JAAS)
     assert list(sections) == ["KafkaServer", "Client"]
-    [client] = sections["Client"]
-    assert (client.name, client.flag) == ("org.apache.zookeeper.server.auth.DigestLoginModule", "required")
-    assert client.options == {"username": "kafka", "password": 'se"cret;{}'}
+    assert sections["Client"] == (
+        JaasEntry(
+            "org.apache.zookeeper.server.auth.DigestLoginModule",
+            "required",
+            {"username": "kafka", "password": 'se"cret;{}'},
+        ),
+    )
 
 
 def test_credentials_come_from_the_property(jaas):
@@ -79,9 +84,22 @@ def test_node_properties_win_over_kafka_opts(jaas, tmp_path, monkeypatch):
     ("text", "message"),
     [
         ("KafkaServer { a.B required; };", "no Client section (found: KafkaServer)"),
-        ("Client { org.apache.zookeeper.server.auth.DigestLoginModule required username=kafka };", "expected '='"),
-        ("Client { org.apache.zookeeper.server.auth.DigestLoginModule mandatory; };", "'mandatory' is not one of"),
-        ("Client { org.apache.zookeeper.server.auth.DigestLoginModule required username=k; }", "ends early"),
+        (
+            "Client { org.apache.zookeeper.server.auth.DigestLoginModule required username kafka; };",
+            "value not specified for key 'username'",
+        ),
+        (
+            "Client { org.apache.zookeeper.server.auth.DigestLoginModule required username=kafka };",
+            "section Client: JAAS config entry not terminated by semi-colon",
+        ),
+        (
+            "Client { org.apache.zookeeper.server.auth.DigestLoginModule mandatory; };",
+            "invalid login module control flag 'mandatory'",
+        ),
+        (
+            "Client { org.apache.zookeeper.server.auth.DigestLoginModule required username=k; }",
+            "section Client is not terminated by '};'",
+        ),
         ("Client { org.apache.zookeeper.server.auth.DigestLoginModule required username=k; };", "lacks password"),
         ("Client { com.sun.security.auth.module.Krb5LoginModule required; };", "no org.apache.zookeeper"),
     ],

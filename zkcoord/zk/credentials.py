@@ -6,13 +6,13 @@ Kafka's scripts pass it to the JVM. ``zookeeper.sasl.client`` (default true) tur
 ``zookeeper.sasl.clientconfig`` (default ``Client``) names another section, as in ZooKeeper's client.
 """
 
-import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from zkcoord import env
+from zkcoord.auth.plain import parse_jaas_file
 from zkcoord.errors import ConfigError
 
 LOGIN_CONFIG = "java.security.auth.login.config"
@@ -21,66 +21,6 @@ SASL_CLIENT_CONFIG = "zookeeper.sasl.clientconfig"
 SET_ACL = "zookeeper.set.acl"
 DEFAULT_SECTION = "Client"
 DIGEST_LOGIN_MODULE = "org.apache.zookeeper.server.auth.DigestLoginModule"
-_FLAGS = ("required", "requisite", "sufficient", "optional")
-_TOKEN = re.compile(r'\s+|//[^\n]*|/\*.*?\*/|"((?:[^"\\]|\\.)*)"|([{};=])|([^\s{};="]+)', re.S)
-
-
-@dataclass(frozen=True)
-class LoginModule:
-    """One entry of a JAAS section: ``class flag key=value ...;``."""
-
-    name: str
-    flag: str
-    options: dict[str, str]
-
-
-def parse_jaas(text: str, source: str) -> dict[str, list[LoginModule]]:
-    """The sections of a JAAS login configuration (``Name { Module flag k="v"; };``); ConfigError names ``source``."""
-    tokens = _tokens(text, source)
-    sections: dict[str, list[LoginModule]] = {}
-    position = 0
-
-    def take(expected: str | None = None) -> str:
-        nonlocal position
-        if position == len(tokens):
-            raise ConfigError(f"JAAS file {source}: ends early" + (f", expected {expected!r}" if expected else ""))
-        token = tokens[position]
-        position += 1
-        if expected is not None and token != expected:
-            raise ConfigError(f"JAAS file {source}: expected {expected!r}, got {token!r}")
-        return token
-
-    while position < len(tokens):
-        name = take()
-        take("{")
-        modules = sections.setdefault(name, [])
-        while tokens[position : position + 1] != ["}"]:
-            module, flag = take(), take()
-            if flag.lower() not in _FLAGS:
-                raise ConfigError(f"JAAS file {source}: section {name}: {flag!r} is not one of {', '.join(_FLAGS)}")
-            options = {}
-            while (key := take()) != ";":
-                take("=")
-                options[key] = take()
-            modules.append(LoginModule(module, flag.lower(), options))
-        take("}")
-        take(";")
-    return sections
-
-
-def _tokens(text: str, source: str) -> list[str]:
-    tokens, position = [], 0
-    while position < len(text):
-        match = _TOKEN.match(text, position)
-        if match is None:
-            raise ConfigError(f"JAAS file {source}: cannot read {text[position : position + 20]!r}")
-        quoted, punctuation, word = match.groups()
-        if quoted is not None:
-            tokens.append(re.sub(r"\\(.)", r"\1", quoted))
-        elif punctuation or word:
-            tokens.append(punctuation or word)
-        position = match.end()
-    return tokens
 
 
 @dataclass(frozen=True)
@@ -151,14 +91,14 @@ def read_credentials(path: str, section: str = DEFAULT_SECTION) -> DigestCredent
         text = Path(path).read_text(encoding="utf-8")
     except OSError as error:
         raise ConfigError(f"JAAS file {path} ({LOGIN_CONFIG}): cannot be read: {error.strerror}") from None
-    sections = parse_jaas(text, path)
+    sections = parse_jaas_file(text, f"JAAS file {path}")
     if section not in sections:
         raise ConfigError(
             f"JAAS file {path}: no {section} section (found: {', '.join(sections) or 'none'}); "
             f"{SASL_CLIENT}=false connects to ZooKeeper without a login"
         )
     for module in sections[section]:
-        if module.name == DIGEST_LOGIN_MODULE:
+        if module.login_module == DIGEST_LOGIN_MODULE:
             missing = [key for key in ("username", "password") if key not in module.options]
             if missing:
                 raise ConfigError(f"JAAS file {path}: section {section}: {DIGEST_LOGIN_MODULE} lacks {missing[0]}")
