@@ -23,6 +23,7 @@ from zkcoord.zk.server import EmbeddedZooKeeper
 USER, PASSWORD = "kafka", "kafka-secret"
 # What Kafka's defaultAcls gives a znode created by sasl:kafka: all for the creator, read for the world.
 KAFKA_ACL = [ACL(Permissions.ALL, Id("sasl", USER)), ACL(Permissions.READ, Id("world", "anyone"))]
+CREATOR_ONLY = [ACL(Permissions.ALL, Id("sasl", USER))]  # Kafka's sensitive paths: SCRAM credentials
 CLIENT_JAAS = f"""Client {{
     org.apache.zookeeper.server.auth.DigestLoginModule required
     username="{USER}"
@@ -78,6 +79,10 @@ def under_consumers(path: str) -> bool:
 def test_every_znode_a_secured_node_and_its_tools_create_gets_kafkas_acls(jaas, connect, anonymous, tmp_path, capsys):
     with started_client(connect, security=zookeeper_security()) as arranging:  # a tool: secures what it creates
         prepare_cluster(arranging, {"t": 2})
+    scram = "SCRAM-SHA-256=[password=alice-secret]"
+    assert main(["users", "--zookeeper", connect, "--alter", "--add-config", scram, "--entity-name", "alice"]) == 0
+    acl = ["--allow-principal", "User:alice", "--operation", "Read", "--group", "g"]
+    assert main(["acls", "--zookeeper", connect, "--add", *acl]) == 0
     overrides = {**NODE_OVERRIDES, "zookeeper.set.acl": "true", "java.security.auth.login.config": jaas}
     with Cluster(connect, tmp_path / "log", tmp_path, overrides) as nodes:
         nodes.start([1])
@@ -97,15 +102,21 @@ def test_every_znode_a_secured_node_and_its_tools_create_gets_kafkas_acls(jaas, 
         assert [p["error_code"] for t in response["topics"] for p in t["partitions"]] == [0, 0]
         eventually(lambda: anonymous.exists(layout.offset_path("g", "t", 1)), 30, "the commits mirrored to ZooKeeper")
 
-        znodes = tree(anonymous)
+        with started_client(connect, security=zookeeper_security()) as reader:  # the world may not list credentials
+            znodes = tree(reader)
+            acls = {path: reader.get_acls(path)[0] for path in znodes}
         mine = [path for path in znodes if path.startswith(layout.DEFAULT_ROOT + "/")]
         assert {layout.coordinator_nodes_path(), layout.migration_groups_path()} <= set(mine) and len(mine) > 10
         open_ones = [path for path in znodes if under_consumers(path)]
         assert layout.offset_path("g", "t", 0) in open_ones
-        acls = {path: anonymous.get_acls(path)[0] for path in znodes}
         assert {path: acls[path] for path in open_ones} == {path: OPEN_ACL_UNSAFE for path in open_ones}
+        credentials = [path for path in znodes if path.startswith("/config/users")]
+        assert credentials == ["/config/users", "/config/users/alice"]
+        assert {path: acls[path] for path in credentials} == {path: CREATOR_ONLY for path in credentials}
+        assert {"/kafka-acl/Group/g", "/kafka-acl-changes"} <= set(znodes)
         secured = [path for path in znodes if not under_consumers(path)]
-        assert {path: acls[path] for path in secured} == {path: KAFKA_ACL for path in secured}
+        readable = set(secured) - set(credentials)
+        assert {path: acls[path] for path in readable} == {path: KAFKA_ACL for path in readable}
 
         for path in secured:
             with pytest.raises(NoAuthError):
@@ -172,12 +183,11 @@ def test_parents_and_transactions_get_the_acl_of_their_own_path(connect, anonymo
         transaction.create(f"{layout.DEFAULT_ROOT}-other")
         assert transaction.commit() == ["/consumers/h", layout.ids_path("h"), f"{layout.DEFAULT_ROOT}-other"]
         acls = {path: client.get_acls(path)[0] for path in tree(client)}
-    creator_only = [ACL(Permissions.ALL, Id("sasl", USER))]
     assert acls == {
         "/": KAFKA_ACL,
         "/config": KAFKA_ACL,
-        "/config/users": creator_only,
-        "/config/users/alice": creator_only,
+        "/config/users": CREATOR_ONLY,
+        "/config/users/alice": CREATOR_ONLY,
         "/consumers": OPEN_ACL_UNSAFE,
         "/consumers/g": OPEN_ACL_UNSAFE,
         "/consumers/g/owners": OPEN_ACL_UNSAFE,

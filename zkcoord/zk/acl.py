@@ -18,14 +18,13 @@ from zkcoord.zk import layout
 from zkcoord.zk.credentials import UNSECURED, ZooKeeperSecurity
 
 SECURE_ACL = [*CREATOR_ALL_ACL, *READ_ACL_UNSAFE]
-SENSITIVE_ROOT_PATHS = ("/config/users", "/config/brokers", "/delegation_token/tokens")  # Kafka's, by prefix
 
 
 def default_acls(path: str) -> list[ACL]:
     """The ACL a znode at ``path`` (chroot-relative) gets with ``zookeeper.set.acl=true``."""
     if path == layout.CONSUMERS_PATH or path.startswith(layout.CONSUMERS_PATH + "/"):
         return list(OPEN_ACL_UNSAFE)
-    if path.startswith(SENSITIVE_ROOT_PATHS):
+    if path.startswith(layout.SENSITIVE_ROOT_PATHS):
         return list(CREATOR_ALL_ACL)
     return list(SECURE_ACL)
 
