@@ -103,7 +103,9 @@ def read_credentials(path: str, section: str = DEFAULT_SECTION) -> DigestCredent
             if missing:
                 raise ConfigError(f"JAAS file {path}: section {section}: {DIGEST_LOGIN_MODULE} lacks {missing[0]}")
             return DigestCredentials(module.options["username"], module.options["password"], path)
-    raise ConfigError(f"JAAS file {path}: section {section} has no {DIGEST_LOGIN_MODULE} (only SASL/digest is served)")
+    raise ConfigError(
+        f"JAAS file {path}: section {section} has no {DIGEST_LOGIN_MODULE} (only SASL/digest is supported)"
+    )
 
 
 def _true(name: str, value: str) -> bool:
