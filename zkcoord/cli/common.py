@@ -19,7 +19,9 @@ from kazoo.handlers.threading import KazooTimeoutError
 from zkcoord import env
 from zkcoord.errors import ZkcoordError
 from zkcoord.tables import format_table
+from zkcoord.zk.acl import start_logged_in
 from zkcoord.zk.client import tool_client
+from zkcoord.zk.credentials import zookeeper_security
 
 EXIT_OK, EXIT_PROBLEM, EXIT_USAGE = 0, 1, 2
 CONNECT_TIMEOUT_S = 10.0
@@ -52,11 +54,16 @@ def zookeeper(args: argparse.Namespace, create_chroot: bool = False) -> contextl
 
 @contextlib.contextmanager
 def zookeeper_at(connect: str, create_chroot: bool = False) -> Iterator[KazooClient]:
-    """A started kazoo client on ``connect`` (``host:port[,..][/chroot]``); the chroot is created first when asked."""
+    """A started kazoo client on ``connect`` (``host:port[,..][/chroot]``); the chroot is created first when asked.
+
+    Credentials come as Kafka's tools take them (``-Djava.security.auth.login.config`` in ``$KAFKA_OPTS``), and
+    as with them the znodes it creates get Kafka's ACLs whenever it logs in (:mod:`zkcoord.zk.acl`).
+    """
     hosts, _, chroot = connect.partition("/")
-    client = tool_client(hosts)
+    security = zookeeper_security()
+    client = tool_client(hosts, security=security)
     try:
-        client.start(timeout=CONNECT_TIMEOUT_S)
+        start_logged_in(client, security, CONNECT_TIMEOUT_S)
     except KazooTimeoutError:
         client.stop()
         raise UsageError(f"cannot connect to ZooKeeper at {hosts} within {CONNECT_TIMEOUT_S:.0f}s") from None

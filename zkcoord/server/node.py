@@ -46,6 +46,7 @@ from zkcoord.server.steps import MigrationSteps
 from zkcoord.wire.codec import API_NAMES
 from zkcoord.wire.messages import Request
 from zkcoord.zk import layout
+from zkcoord.zk.acl import start_logged_in
 from zkcoord.zk.acls import AclStore
 from zkcoord.zk.election import PartitionElection
 from zkcoord.zk.leader_znodes import ensure_partition_count
@@ -88,6 +89,7 @@ class CoordinatorNode:
         self.advertised_port = advertised_port  # None: the bound port
         self.config = config
         self.zookeeper = zookeeper
+        self.zookeeper_security = config.server.zookeeper_security()  # a bad JAAS file fails here, not at start
         self.log_dir = Path(log_dir)
         self.identity = NodeIdentity(self.log_dir, node_id)
         self.clock = clock or SystemClock()
@@ -167,9 +169,14 @@ class CoordinatorNode:
         server = self.config.server
         self.log_dir.mkdir(parents=True, exist_ok=True)
         identity = self.identity.acquire()  # first: a second process with this id and directory stops here
-        self.zk = make_kazoo_client(self.zookeeper, server.zookeeper_session_timeout_ms)
-        self.zk.start(timeout=server.zookeeper_connection_timeout_ms / 1000)
+        security = self.zookeeper_security
+        self.zk = make_kazoo_client(self.zookeeper, server.zookeeper_session_timeout_ms, security)
+        start_logged_in(self.zk, security, server.zookeeper_connection_timeout_ms / 1000)
         self.zk.add_listener(self._on_zookeeper_state)
+        if security.set_acl:
+            # Created open before any 0.8.2 member needs it, as Kafka's brokers do: they cannot create it under a
+            # secured chroot.
+            self.zk.ensure_path(layout.CONSUMERS_PATH)
         self.migrations.start(self.zk)
         self.mirror.start(self.zk)
         self.bridge.start(self.zk)
