@@ -110,12 +110,27 @@ def comma_list(text: str) -> list[str]:
 def read_properties(path: str) -> dict[str, str]:
     """A Java properties file: ``key=value``, ``key: value`` or ``key value`` lines; ``#``/``!`` comments."""
     properties = {}
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
-        line = line.strip()
-        if line and not line.startswith(("#", "!")):
-            key, *value = re.split(r"\s*[=:]\s*|\s+", line, maxsplit=1)
-            properties[key] = value[0] if value else ""
+    for line in _logical_lines(Path(path).read_text(encoding="utf-8")):
+        key, *value = re.split(r"\s*[=:]\s*|\s+", line, maxsplit=1)
+        properties[key] = value[0] if value else ""
     return properties
+
+
+def _logical_lines(text: str) -> Iterator[str]:
+    """Java's logical lines: one that ends in an odd number of backslashes goes on with the next line's text
+    (how JAAS values are usually written)."""
+    logical = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if logical is None and (not line or line.startswith(("#", "!"))):
+            continue
+        if (len(line) - len(line.rstrip("\\"))) % 2:
+            logical = (logical or "") + line[:-1]
+            continue
+        yield (logical or "") + line
+        logical = None
+    if logical:
+        yield logical
 
 
 def parse_key_values(items: Sequence[str], flag: str) -> dict[str, str]:
