@@ -4,6 +4,7 @@ come from Kafka 3.9's own kafka-configs and kafka-acls as well as from zkcoord's
 
 import logging
 import socket
+import ssl
 import struct
 import uuid
 
@@ -17,14 +18,19 @@ from kafka import KafkaAdminClient
 from kafka import TopicPartition as PythonTopicPartition
 from kafka.errors import GroupAuthorizationFailedError, KafkaError
 from kafka_tool_support import config_command, kafka_acls
+from kio.schema.api_versions.v3.request import ApiVersionsRequest as ApiVersionsRequestV3
+from kio.schema.metadata.v12.request import MetadataRequest as MetadataRequestV12
+from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest as SaslHandshakeRequestV1
 
 from zkcoord.auth.acls import Acl, ResourcePattern
 from zkcoord.auth.scram import make_credential
 from zkcoord.channel import WireClientError, WireConnection
 from zkcoord.errors import ErrorCode, SaslAuthenticationFailedError
 from zkcoord.security.client import ClientSecurity
+from zkcoord.server.gateway import exchange, frame_content, read_frame
 from zkcoord.testing.node_process import HOST, kafka_node
 from zkcoord.testing.zookeeper import wait_until
+from zkcoord.wire.kafka.frames import read_response
 from zkcoord.zk.acls import add_acls
 from zkcoord.zk.client import started_client
 from zkcoord.zk.users import set_scram_credential
@@ -272,3 +278,36 @@ def test_tls_is_verified_by_the_client_too(node):
             SaslAuthenticationFailedError, match="TLS to 127.0.0.1: self-signed certificate in certificate chain"
         ):
             WireConnection(HOST, node.port, create_connection=security.connector())
+
+
+def kafka_tls_socket(node, certificates) -> ssl.SSLSocket:
+    context = ssl.create_default_context(cafile=certificates["ca"])
+    return context.wrap_socket(socket.create_connection((HOST, node.kafka_port), timeout=10), server_hostname=HOST)
+
+
+def test_before_sasl_completes_only_api_versions_is_answered_and_an_unknown_mechanism_closes(node, certificates):
+    with kafka_tls_socket(node, certificates) as sock:
+        _, versions = read_response(
+            18,
+            3,
+            frame_content(
+                exchange(sock, "t", ApiVersionsRequestV3(client_software_name="t", client_software_version="1"))
+            ),
+        )
+        assert {(int(each.api_key), int(each.max_version)) for each in versions.api_keys} >= {(17, 1), (36, 2)}
+        assert max(int(each.max_version) for each in versions.api_keys if int(each.api_key) == 1) <= 12  # Fetch
+        with pytest.raises(ConnectionError):  # Kafka's broker closes too
+            exchange(
+                sock,
+                "t",
+                MetadataRequestV12(
+                    topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
+                ),
+            )
+    with kafka_tls_socket(node, certificates) as sock:
+        _, refused = read_response(
+            17, 1, frame_content(exchange(sock, "t", SaslHandshakeRequestV1(mechanism="GSSAPI")))
+        )
+        assert refused.error_code == ErrorCode.UNSUPPORTED_SASL_MECHANISM
+        assert set(refused.mechanisms) == {"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}
+        assert read_frame(sock, 1 << 20) is None  # then closed
