@@ -51,6 +51,7 @@ from zkcoord.errors import (
 from zkcoord.migration.phases import RULES, Phase, read_offset
 from zkcoord.migration.store import read_bridge, read_state
 from zkcoord.model import Address, GroupState, TopicPartition
+from zkcoord.security.client import ClientSecurity
 from zkcoord.zk import layout
 from zkcoord.zk.nodes import discover_nodes, read_nodes
 
@@ -69,6 +70,10 @@ class AdminClient:
     ``protocol="kafka"``: ``bootstrap_servers`` are brokers of any Kafka-protocol coordinator (a Kafka
     cluster, zkcoord's Kafka listener), spoken to through kafka-python; log offsets come from them
     (ListOffsets). It takes neither ``zookeeper_connect`` nor ``source``.
+
+    ``security``: how to reach the coordinators, as Kafka client properties (``{"security.protocol": "SASL_SSL",
+    "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": ..., "sasl.password": ..., "ssl.ca.location": ...}``, what
+    ``--command-config`` holds) or a :class:`~zkcoord.security.client.ClientSecurity`; plaintext without it.
     """
 
     def __init__(
@@ -80,6 +85,7 @@ class AdminClient:
         request_timeout_ms: int = 30000,
         client_id: str = "zkcoord-admin",
         protocol: str = MSGPACK,
+        security: ClientSecurity | Mapping[str, object] | None = None,
     ):
         if protocol not in (MSGPACK, KAFKA):
             raise ConfigError(f"AdminClient protocol {protocol!r}: use {MSGPACK!r} or {KAFKA!r}")
@@ -87,6 +93,7 @@ class AdminClient:
             raise ConfigError("AdminClient(protocol='kafka') takes bootstrap_servers only (no ZooKeeper, no source)")
         if not bootstrap_servers and not zookeeper_connect:
             raise ConfigError("AdminClient needs bootstrap_servers, zookeeper_connect or both")
+        security = ClientSecurity.of(security)
         self._bootstrap = parse_bootstrap_servers(bootstrap_servers) if bootstrap_servers else None
         self.zookeeper_connect = zookeeper_connect or None
         self.root = root
@@ -101,10 +108,13 @@ class AdminClient:
         self._legacy_groups = LegacyGroups(zookeeper_connect) if zookeeper_connect else None
         if protocol == KAFKA:
             servers = bootstrap_servers if isinstance(bootstrap_servers, str) else ",".join(bootstrap_servers)
-            self._coordinators = KafkaGroups(servers, client_id, request_timeout_ms)
+            options = security.kafka_python_options()
+            self._coordinators = KafkaGroups(servers, client_id, request_timeout_ms, options)
             self.source = self._coordinators
         else:
-            self._coordinators = CoordinatorGroups(self._bootstrap_addresses, client_id, request_timeout_ms)
+            self._coordinators = CoordinatorGroups(
+                self._bootstrap_addresses, client_id, request_timeout_ms, security.connector()
+            )
 
     # -- lifecycle -------------------------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ renderer, the server or gevent.
 from __future__ import annotations
 
 import logging
+import socket
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
@@ -41,15 +42,23 @@ log = logging.getLogger(__name__)
 
 
 class CoordinatorGroups:
-    """Kafka's admin-client group calls against coordinator nodes; ``addresses()`` gives the nodes to ask first."""
+    """Kafka's admin-client group calls against coordinator nodes; ``addresses()`` gives the nodes to ask first,
+    ``create_connection`` connects to one (with TLS and SASL: :meth:`ClientSecurity.connector`)."""
 
-    def __init__(self, addresses: Callable[[], list[Address]], client_id: str, request_timeout_ms: int):
+    def __init__(
+        self,
+        addresses: Callable[[], list[Address]],
+        client_id: str,
+        request_timeout_ms: int,
+        create_connection=socket.create_connection,
+    ):
         self._channel = CoordinatorChannel(
             addresses,
             client_id,
             request_timeout_ms,
             unavailable=CoordinatorNotAvailableError,
             error_for=error_for,
+            create_connection=create_connection,
         )
 
     def close(self) -> None:

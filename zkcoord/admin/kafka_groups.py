@@ -56,9 +56,16 @@ class KafkaGroups:
     raises :class:`ClusterUnreachableError`.
     """
 
-    def __init__(self, bootstrap_servers: str, client_id: str, request_timeout_ms: int):
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        client_id: str,
+        request_timeout_ms: int,
+        security_options: Mapping[str, object] | None = None,
+    ):
         self.bootstrap_servers = bootstrap_servers
         self._client_id = client_id
+        self._security_options = dict(security_options or {})  # kafka-python's security_protocol, sasl_*, ssl_*
         self._timeout_ms = request_timeout_ms
         self._kafka = _kafka()
         self._client = None
@@ -192,6 +199,7 @@ class KafkaGroups:
                     client_id=self._client_id,
                     request_timeout_ms=self._timeout_ms,
                     bootstrap_timeout_ms=self._timeout_ms,
+                    **self._security_options,
                 )
             yield self._client
         except errors.BrokerResponseError as error:

@@ -1,5 +1,6 @@
-"""What every ``zkcoord`` command family shares: exit codes, ``--zookeeper`` and the client it opens, table and
-JSON output, Ctrl-C/SIGTERM handling, and the parsing of comma lists and Kafka-style properties.
+"""What every ``zkcoord`` command family shares: exit codes, ``--zookeeper`` and the client it opens,
+``--command-config`` and the security it gives, table and JSON output, Ctrl-C/SIGTERM handling, and the parsing
+of comma lists and Kafka-style properties.
 
 Must not import a command family module (``zkcoord.cli.*``): they import this one.
 """
@@ -17,7 +18,8 @@ from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
 
 from zkcoord import env
-from zkcoord.errors import ZkcoordError
+from zkcoord.errors import ConfigError, ZkcoordError
+from zkcoord.security.client import ClientSecurity
 from zkcoord.tables import format_table
 from zkcoord.zk.acl import start_logged_in
 from zkcoord.zk.client import tool_client
@@ -76,6 +78,37 @@ def zookeeper_at(connect: str, create_chroot: bool = False) -> Iterator[KazooCli
     finally:
         client.stop()
         client.close()
+
+
+def command_config_option(parser: argparse.ArgumentParser, default: object = None) -> None:
+    """Add ``--command-config FILE`` (Kafka's tools' name; read by :func:`command_config` and
+    :func:`client_security`) to ``parser``."""
+    parser.add_argument(
+        "--command-config",
+        metavar="FILE",
+        default=default,
+        help="client properties for coordinator nodes: security.protocol, sasl.mechanism, sasl.username, "
+        "sasl.password (or sasl.jaas.config), ssl.ca.location, ssl.certificate.location, ssl.key.location...",
+    )
+
+
+def command_config(path: str | None) -> dict[str, str]:
+    """The properties of a ``--command-config`` file (none without one); a UsageError when it cannot be read."""
+    if not path:
+        return {}
+    try:
+        return read_properties(path)
+    except OSError as error:
+        raise UsageError(f"--command-config {path}: {error.strerror or error}") from None
+
+
+def client_security(path: str | None) -> ClientSecurity:
+    """How to reach coordinator nodes, from a ``--command-config`` file; plaintext without one. A bad value is a
+    UsageError naming the file."""
+    try:
+        return ClientSecurity.from_properties(command_config(path))
+    except ConfigError as error:
+        raise UsageError(f"--command-config {path}: {error}") from None
 
 
 def print_table(rows: Sequence[Sequence[object]], header: Sequence[str]) -> None:

@@ -9,6 +9,8 @@ import signal
 
 from zkcoord.cli.common import (
     EXIT_OK,
+    client_security,
+    command_config_option,
     emit_json,
     parse_key_values,
     print_table,
@@ -69,8 +71,9 @@ def cmd_coordinator_status(args: argparse.Namespace) -> int:
     """Nodes, partition leaders and epochs from ZooKeeper; loading state and groups from each node."""
     from zkcoord.server.status import cluster_status
 
+    connect = client_security(args.command_config).connector()
     with zookeeper(args) as client:
-        status = cluster_status(client, args.root)
+        status = cluster_status(client, args.root, create_connection=connect)
     if args.json:
         emit_json(status)
         return EXIT_OK
@@ -123,5 +126,6 @@ def register(commands) -> None:
     status = actions.add_parser("status", help="nodes, partition leaders, groups per node")
     status.add_argument("--root", default="/zkcoord", help="zkcoord's ZooKeeper root")
     status.add_argument("--json", action="store_true", help="print JSON")
+    command_config_option(status)
     zookeeper_option(status)
     status.set_defaults(func=cmd_coordinator_status)

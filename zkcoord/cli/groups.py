@@ -12,7 +12,16 @@ from pathlib import Path
 from kazoo.exceptions import KazooException
 
 from zkcoord import env
-from zkcoord.cli.common import EXIT_OK, EXIT_PROBLEM, EXIT_USAGE, UsageError, comma_list, emit_json
+from zkcoord.cli.common import (
+    EXIT_OK,
+    EXIT_PROBLEM,
+    EXIT_USAGE,
+    UsageError,
+    client_security,
+    comma_list,
+    command_config_option,
+    emit_json,
+)
 from zkcoord.errors import ZkcoordError
 from zkcoord.model import TopicPartition
 
@@ -40,7 +49,12 @@ def _groups_client(args: argparse.Namespace):
         if args.log_level.upper() != "DEBUG":
             # kafka-python logs every refused connection while it retries; the one error that matters is ours.
             logging.getLogger("kafka").setLevel(logging.CRITICAL)
-        return AdminClient(bootstrap_servers=args.bootstrap_server, request_timeout_ms=args.timeout, protocol=KAFKA)
+        return AdminClient(
+            bootstrap_servers=args.bootstrap_server,
+            request_timeout_ms=args.timeout,
+            protocol=KAFKA,
+            security=client_security(args.command_config),
+        )
     connect = args.zookeeper or env.zookeeper_connect()
     if not args.coordinator_server and not connect:
         raise UsageError(
@@ -54,6 +68,7 @@ def _groups_client(args: argparse.Namespace):
         root=args.root,
         source=args.source,
         request_timeout_ms=args.timeout,
+        security=client_security(args.command_config),
     )
 
 
@@ -267,6 +282,7 @@ def _groups_options(parser: argparse.ArgumentParser, top: bool) -> None:
     parser.add_argument("--source", metavar="SPEC", default=default(None), help="record source for log offsets")
     parser.add_argument("--timeout", type=int, metavar="MS", default=default(30000), help="request timeout")
     parser.add_argument("--json", action="store_true", default=default(False), help="print JSON")
+    command_config_option(parser, default(None))
 
 
 def register(commands) -> None:

@@ -19,6 +19,8 @@ from zkcoord.cli.common import (
     EXIT_PROBLEM,
     UsageError,
     comma_list,
+    command_config,
+    command_config_option,
     emit_json,
     interrupt_event,
     parse_key_values,
@@ -108,6 +110,7 @@ def cmd_legacy_run(args: argparse.Namespace) -> int:
     from zkcoord.trace import JsonLinesTraceWriter
 
     properties = read_properties(args.consumer_config) if args.consumer_config else {}
+    properties.update(command_config(args.command_config))  # its log commits' security (offsets.storage=kafka)
     properties.update(parse_key_values(args.consumer_property, "--consumer-property"))
     # --zookeeper beats the properties file, which beats $ZKCOORD_ZK_CONNECT
     properties["zookeeper.connect"] = zk_connect(args.zookeeper or properties.get("zookeeper.connect"))
@@ -292,6 +295,7 @@ def register(commands) -> None:
     run.add_argument("--consumer-id", help="consumer.id (default: host-time-random, as 0.8.2)")
     run.add_argument("--consumer.config", dest="consumer_config", metavar="FILE", help="Kafka consumer properties")
     run.add_argument("--consumer-property", action="append", default=[], metavar="KEY=VALUE")
+    command_config_option(run)
     run.add_argument(
         "--from-beginning",
         action="store_true",

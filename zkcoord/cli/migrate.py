@@ -16,6 +16,8 @@ from zkcoord.cli.common import (
     EXIT_OK,
     EXIT_PROBLEM,
     EXIT_USAGE,
+    client_security,
+    command_config_option,
     emit_json,
     print_table,
     zookeeper,
@@ -32,14 +34,22 @@ def _migration_runner(args: argparse.Namespace) -> Iterator:
     from zkcoord.zk.nodes import discover_nodes
 
     steps = load_steps(args.migrations_dir, opt_in=True)
+    security = client_security(args.command_config)
     with zookeeper(args) as client:
         fixed = parse_bootstrap_servers(args.bootstrap_server) if args.bootstrap_server else None
         channel = CoordinatorChannel(
-            lambda: list(fixed) if fixed else discover_nodes(client, args.root), "zkcoord-migrate", args.timeout
+            lambda: list(fixed) if fixed else discover_nodes(client, args.root),
+            "zkcoord-migrate",
+            args.timeout,
+            create_connection=security.connector(),
         )
         progress = None if args.json else _count_progress
         bootstrap = getattr(args, "target_bootstrap_server", None)  # only up, down and verify have it
-        target = KafkaTarget(bootstrap, args.timeout) if bootstrap else None
+        target = None
+        if bootstrap:  # the Kafka cluster has its own users: its own file, else the coordinators'
+            target_config = getattr(args, "target_command_config", None)
+            target_security = client_security(target_config) if target_config else security
+            target = KafkaTarget(bootstrap, args.timeout, target_security.kafka_python_options())
         try:
             ack_ms = getattr(args, "ack_timeout", None)  # only up and down have the option
             ack_timeout_s = ACK_TIMEOUT_S if ack_ms is None else ack_ms / 1000
@@ -326,11 +336,17 @@ def register(commands) -> None:
         parser.add_argument("--migrations-dir", metavar="DIR", help="steps to apply (default: the shipped ones)")
         parser.add_argument("--timeout", type=int, metavar="MS", default=30000, help="coordinator request timeout")
         parser.add_argument("--json", action="store_true", help="print JSON")
+        command_config_option(parser)
         parser.set_defaults(func=cmd_migrate, migrate_func=handler)
         return parser
 
     def target_option(parser: argparse.ArgumentParser, help_text: str) -> None:
         parser.add_argument("--target-bootstrap-server", metavar="HOST:PORT[,HOST:PORT]", help=help_text)
+        parser.add_argument(
+            "--target-command-config",
+            metavar="FILE",
+            help="client properties for the Kafka cluster (default: --command-config's)",
+        )
 
     action("status", "phase, applied steps and live members of groups", _migrate_status)
     plan = action("plan", "the steps up (or --down) would run", _migrate_plan)

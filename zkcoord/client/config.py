@@ -5,13 +5,16 @@ from dataclasses import dataclass
 from zkcoord import env
 from zkcoord.config import kafka_field
 from zkcoord.errors import ConfigError
+from zkcoord.security.client import ClientSecurityProperties
 from zkcoord.zk.layout import DEFAULT_ROOT
 
 AUTO_OFFSET_RESETS = ("earliest", "latest", "none")
 
 
 @dataclass(frozen=True)
-class ConsumerConfig:
+class ConsumerConfig(ClientSecurityProperties):
+    """The consumer's settings; the security ones (``security.protocol``, ``sasl.*``, ``ssl.*``) are inherited."""
+
     bootstrap_servers: str | None = kafka_field(
         "bootstrap.servers", None, "coordinator nodes host:port[,host:port]; or set zookeeper.connect to discover them"
     )
@@ -45,6 +48,7 @@ class ConsumerConfig:
     metrics_port: int | None = kafka_field("zkcoord.metrics.port", None, "serve Prometheus metrics on this port")
 
     def __post_init__(self):
+        super().__post_init__()
         if not isinstance(self.partition_assignment_strategy, str):  # kafka-python takes a list
             object.__setattr__(self, "partition_assignment_strategy", ",".join(self.partition_assignment_strategy))
         if self.auto_offset_reset not in AUTO_OFFSET_RESETS:

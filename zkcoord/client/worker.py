@@ -6,7 +6,8 @@ computes. It drives the pure :class:`~zkcoord.membership.GroupMember`: commands 
 queue (run in the worker's greenlet, in order), and events for the poll side leave through ``on_event`` (the
 second queue, owned by the consumer). Responses on a connection come back in request order (wire-protocol.md §1).
 
-IO: gevent sockets, kazoo (only to discover nodes from ZooKeeper). Everything here runs on the worker's hub.
+IO: gevent sockets (with TLS and SASL as the config's security properties say), kazoo (only to discover nodes
+from ZooKeeper). Everything here runs on the worker's hub.
 """
 
 import collections
@@ -20,7 +21,7 @@ from gevent import socket
 
 from zkcoord.client.config import ConsumerConfig
 from zkcoord.config import parse_bootstrap_servers
-from zkcoord.errors import ZkcoordError
+from zkcoord.errors import SaslAuthenticationFailedError, ZkcoordError
 from zkcoord.membership import Completed, GroupMember, Send
 from zkcoord.membership.effects import ANY_NODE
 from zkcoord.model import Address
@@ -77,11 +78,15 @@ class _Connection:
     def _connect(self) -> None:
         try:
             self.address = self._resolve()
-            sock = socket.create_connection(self.address, timeout=self._worker.config.request_timeout_ms / 1000)
+            sock = self._worker.connect(self.address, timeout=self._worker.config.request_timeout_ms / 1000)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             sock.settimeout(None)
             for frame in self._outbox:
                 sock.sendall(frame)
+        except SaslAuthenticationFailedError as error:  # no retry mends credentials: the consumer stops
+            self._worker.authentication_failed(error)
+            self.close(f"authentication failed: {error}")
+            return
         except (OSError, ZkcoordError) as error:
             self.close(f"cannot connect: {error}")
             return
@@ -136,6 +141,8 @@ class Worker:
         self._wake: gevent.event.Event | None = None
         self._loop: gevent.Greenlet | None = None
         self._connections: dict[str, _Connection] = {}
+        # gevent's create_connection, with the TLS and SASL of the config's security properties on top
+        self.connect = config.client_security.connector(socket.create_connection)
         self._nodes: list[Address] = (
             parse_bootstrap_servers(config.bootstrap_servers) if config.bootstrap_servers else []
         )
@@ -272,6 +279,11 @@ class Worker:
 
     def answer(self, tag: tuple, response: Response | None) -> None:
         self.member.on_response(tag, response, self._clock.now_ms())
+        self._wake.set()
+
+    def authentication_failed(self, error: SaslAuthenticationFailedError) -> None:
+        log.error("credentials refused by a coordinator node client=%s error=%s", self.client_id, error)
+        self.member.fail(error, self._clock.now_ms())
         self._wake.set()
 
     def connection_closed(self, connection: _Connection, reason: str) -> None:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from zkcoord import env
 from zkcoord.config import kafka_field, parse_bootstrap_servers
 from zkcoord.errors import ConfigError
+from zkcoord.security.client import ClientSecurityProperties
 from zkcoord.zk.layout import DEFAULT_ROOT, is_legal_name
 
 OFFSETS_STORAGE_ZOOKEEPER = "zookeeper"
@@ -15,7 +16,10 @@ AUTO_OFFSET_RESET_LARGEST = "largest"
 
 
 @dataclass(frozen=True)
-class LegacyConsumerConfig:
+class LegacyConsumerConfig(ClientSecurityProperties):
+    """0.8.2's settings, and the client security settings (``security.protocol``, ``sasl.*``, ``ssl.*``) that its
+    log commits and fetches use towards coordinator nodes."""
+
     group_id: str = kafka_field("group.id", doc="consumer group; Kafka's legal characters")
     zookeeper_connect: str = kafka_field(
         "zookeeper.connect", "", "host:port[,host:port][/chroot]; defaults to $ZKCOORD_ZK_CONNECT"
@@ -87,6 +91,7 @@ class LegacyConsumerConfig:
     )
 
     def __post_init__(self):
+        super().__post_init__()
         if not self.group_id or not is_legal_name(self.group_id):
             raise ConfigError(f"group.id {self.group_id!r} is illegal: use [a-zA-Z0-9._-], at most 255 characters")
         if not self.zookeeper_connect:

@@ -262,7 +262,7 @@ class LegacyConsumer:
             self.config.offsets_channel_socket_timeout_ms,
             unavailable=LogUnavailableError,
             sleep=gevent.sleep,
-            create_connection=gevent.socket.create_connection,
+            create_connection=self.config.client_security.connector(gevent.socket.create_connection),
             initial_backoff_s=min(INITIAL_BACKOFF_S, backoff_s),
             max_backoff_s=backoff_s,
         )

@@ -213,6 +213,8 @@ class GroupMember:
     def request(self, request_id: int, api: str, fields: dict, now_ms: int, timeout_ms: int) -> None:
         """Queue an application request: ``OffsetCommit`` (offsets), ``OffsetFetch`` or ``Metadata``."""
         self._requests.add(request_id, api, fields, now_ms + timeout_ms)
+        if self.fatal_error is not None:  # nothing is sent any more: answer with what stopped the member
+            self._requests.fail_all(self.fatal_error)
         self.tick(now_ms)
 
     def leave(self, now_ms: int) -> None:
@@ -507,7 +509,13 @@ class GroupMember:
                 f"group.instance.id {self.config.group_instance_id!r} is used by another consumer of group "
                 f"{self.config.group_id!r}; this consumer is fenced and must be closed"
             )
-        error = error_for(code, message or "JoinGroup refused")
+        self.fail(error_for(code, message or "JoinGroup refused"), now_ms)
+
+    def fail(self, error: ZkcoordError, now_ms: int) -> None:
+        """Stop for good on ``error`` (fenced, refused, or a node that refuses the client's credentials): pending
+        and later application requests fail with it, and the poll side gets it as :class:`Fatal`."""
+        if self.state == S.FATAL:
+            return
         self.fatal_error = error
         self._group_request = None
         self._link.stop_heartbeats()

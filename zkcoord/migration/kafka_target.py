@@ -10,6 +10,7 @@ IO: sockets, through kafka-python's own network thread.
 
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from zkcoord.migration.kafka_copy import Partition
@@ -38,8 +39,10 @@ class KafkaGroup:
 class KafkaTarget:
     """The Kafka cluster at ``bootstrap`` (``HOST:PORT[,HOST:PORT]``); connects on first use, ``close()`` ends it."""
 
-    def __init__(self, bootstrap: str, timeout_ms: int = 30_000):
+    def __init__(self, bootstrap: str, timeout_ms: int = 30_000, security_options: Mapping[str, object] | None = None):
         self.bootstrap, self.timeout_ms = bootstrap, timeout_ms
+        # kafka-python's security_protocol, sasl_*, ssl_* (ClientSecurity.kafka_python_options)
+        self._security_options = dict(security_options or {})
         self._admin = None
 
     def cluster_id(self) -> str:
@@ -123,6 +126,7 @@ class KafkaTarget:
                     client_id="zkcoord-migrate",
                     request_timeout_ms=self.timeout_ms,
                     bootstrap_timeout_ms=self.timeout_ms,
+                    **self._security_options,
                 )
             except (errors.KafkaConnectionError, errors.KafkaTimeoutError) as error:
                 raise TargetError(

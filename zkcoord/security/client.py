@@ -13,10 +13,12 @@ from __future__ import annotations
 import socket
 import ssl
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
+from functools import cached_property
 
 from zkcoord.auth.plain import client_credentials
-from zkcoord.auth.sasl import SaslClient, check_mechanisms
+from zkcoord.auth.sasl import SUPPORTED_MECHANISMS, SaslClient
+from zkcoord.config import kafka_field
 from zkcoord.errors import ConfigError, ErrorCode, SaslAuthenticationFailedError, error_name
 from zkcoord.security.config import PROTOCOLS
 from zkcoord.security.tls import client_context
@@ -29,22 +31,6 @@ _ALIASES = {
     "ca_location": ("ssl.truststore.location", "ssl.ca.location"),
     "certificate_location": ("ssl.keystore.location", "ssl.certificate.location"),
 }
-CLIENT_PROPERTIES = frozenset(
-    {
-        "security.protocol",
-        "sasl.username",
-        "sasl.password",
-        "sasl.jaas.config",
-        "ssl.truststore.certificates",
-        "ssl.truststore.type",
-        "ssl.keystore.type",
-        "ssl.key.location",
-        "ssl.key.password",
-        "ssl.endpoint.identification.algorithm",
-        *(name for names in _ALIASES.values() for name in names),
-    }
-)
-
 Connect = Callable[..., socket.socket]
 
 
@@ -59,12 +45,12 @@ class ClientSecurity:
     protocol: str = "PLAINTEXT"
     mechanism: str = ""
     username: str = ""
-    password: str = ""
+    password: str = field(default="", repr=False)
     ca_location: str = ""
     ca_certificates: str = ""
     certificate_location: str = ""
     key_location: str = ""
-    key_password: str = ""
+    key_password: str = field(default="", repr=False)
     check_hostname: bool = True
 
     @classmethod
@@ -81,11 +67,16 @@ class ClientSecurity:
         if jaas and not username:
             username, password = client_credentials(jaas)
         mechanism = _first(properties, _ALIASES["mechanism"], "GSSAPI").upper()
-        if protocol.startswith("SASL_"):
-            check_mechanisms((mechanism,))
+        if protocol.startswith("SASL_") and mechanism not in SUPPORTED_MECHANISMS:
+            raise ConfigError(
+                f"sasl.mechanism: {mechanism} is not supported (use {', '.join(SUPPORTED_MECHANISMS)}; "
+                "Kafka's default is GSSAPI)"
+            )
             if not username:
                 raise ConfigError(f"{protocol} needs sasl.username and sasl.password (or sasl.jaas.config)")
-        algorithm = _first(properties, ("ssl.endpoint.identification.algorithm",), "https").lower()
+        # Kafka's empty value (as a properties file line without one) turns the host name check off.
+        algorithm = properties.get("ssl.endpoint.identification.algorithm")
+        algorithm = "https" if algorithm is None else str(algorithm).lower()
         return cls(
             protocol,
             mechanism,
@@ -98,6 +89,31 @@ class ClientSecurity:
             key_password=_first(properties, ("ssl.key.password",)),
             check_hostname=algorithm not in ("", "none"),
         )
+
+    @classmethod
+    def of(cls, security: ClientSecurity | Mapping[str, object] | None) -> ClientSecurity:
+        """``security`` as given to a tool or client: settings, Kafka client properties, or None (plaintext)."""
+        if isinstance(security, ClientSecurity):
+            return security
+        return cls.from_properties(security or {})
+
+    def kafka_python_options(self) -> dict[str, object]:
+        """The same settings as kafka-python's keyword arguments (``KafkaAdminClient(**options)``)."""
+        if self.ca_certificates:
+            raise ConfigError("kafka-python reads trusted certificates from a file: use ssl.truststore.location")
+        options: dict[str, object] = {"security_protocol": self.protocol}
+        if self.sasl:  # kafka-python's "plain" username and password serve SCRAM too
+            options.update(sasl_mechanism=self.mechanism, sasl_plain_username=self.username)
+            options.update(sasl_plain_password=self.password)
+        if self.tls:
+            options.update(
+                ssl_cafile=self.ca_location or None,
+                ssl_certfile=self.certificate_location or None,
+                ssl_keyfile=self.key_location or None,
+                ssl_password=self.key_password or None,
+                ssl_check_hostname=self.check_hostname,
+            )
+        return options
 
     @property
     def tls(self) -> bool:
@@ -184,3 +200,42 @@ def _call(sock: socket.socket, protocol: ClientConnection, api: str, fields: dic
                 f"{ErrorCode.ILLEGAL_SASL_STATE.name}; check security.protocol)"
             )
         protocol.feed(data)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClientSecurityProperties:
+    """The client properties :class:`ClientSecurity` reads, as fields a client's typed config inherits (so that
+    ``build_config`` takes them by Kafka name or snake_case); None is unset. A subclass's ``__post_init__`` calls
+    this one's, so that a bad value fails at construction."""
+
+    security_protocol: str | None = kafka_field("security.protocol", None, "PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL")
+    sasl_mechanism: str | None = kafka_field("sasl.mechanism", None, "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
+    sasl_mechanisms: str | None = kafka_field("sasl.mechanisms", None, "librdkafka's name of sasl.mechanism")
+    sasl_username: str | None = kafka_field("sasl.username", None)
+    sasl_password: str | None = kafka_field("sasl.password", None)
+    sasl_jaas_config: str | None = kafka_field("sasl.jaas.config", None, "username and password, as Java clients")
+    ssl_truststore_location: str | None = kafka_field("ssl.truststore.location", None, "PEM file of trusted CAs")
+    ssl_ca_location: str | None = kafka_field("ssl.ca.location", None, "librdkafka's name of the trusted CAs file")
+    ssl_truststore_certificates: str | None = kafka_field("ssl.truststore.certificates", None, "trusted CAs, inline")
+    ssl_truststore_type: str | None = kafka_field("ssl.truststore.type", None, "PEM only")
+    ssl_keystore_location: str | None = kafka_field("ssl.keystore.location", None, "PEM: client key and chain")
+    ssl_certificate_location: str | None = kafka_field("ssl.certificate.location", None, "PEM client certificate")
+    ssl_key_location: str | None = kafka_field("ssl.key.location", None, "PEM client key")
+    ssl_key_password: str | None = kafka_field("ssl.key.password", None)
+    ssl_keystore_type: str | None = kafka_field("ssl.keystore.type", None, "PEM only")
+    ssl_endpoint_identification_algorithm: str | None = kafka_field(
+        "ssl.endpoint.identification.algorithm", None, "https (default) checks the host name; empty turns it off"
+    )
+
+    def __post_init__(self) -> None:
+        self.client_security  # noqa: B018 - reading it checks the values
+
+    @cached_property
+    def client_security(self) -> ClientSecurity:
+        """These properties read as :class:`ClientSecurity` (PLAINTEXT when none is set)."""
+        given = {}
+        for each in fields(ClientSecurityProperties):
+            value = getattr(self, each.name)
+            if value is not None:
+                given[each.metadata["kafka"]] = value
+        return ClientSecurity.from_properties(given)

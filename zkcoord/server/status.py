@@ -6,6 +6,8 @@ each node answers ListGroups over the wire protocol with its groups and whether 
 
 from __future__ import annotations
 
+import socket
+
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
@@ -16,8 +18,14 @@ from zkcoord.zk.leader_znodes import read_leaders
 from zkcoord.zk.nodes import read_nodes
 
 
-def cluster_status(client: KazooClient, root: str = layout.DEFAULT_ROOT, timeout: float = 5.0) -> dict:
-    """Nodes (address, partitions led, loading, groups) and partitions (leader, epoch) as plain data."""
+def cluster_status(
+    client: KazooClient,
+    root: str = layout.DEFAULT_ROOT,
+    timeout: float = 5.0,
+    create_connection=socket.create_connection,
+) -> dict:
+    """Nodes (address, partitions led, loading, groups) and partitions (leader, epoch) as plain data; nodes are
+    reached with ``create_connection`` (with TLS and SASL: :meth:`ClientSecurity.connector`)."""
     nodes = {
         node_id: {"node_id": node_id, "host": host, "port": port, "partitions": 0}
         for node_id, (host, port) in read_nodes(client, root).items()
@@ -38,7 +46,9 @@ def cluster_status(client: KazooClient, root: str = layout.DEFAULT_ROOT, timeout
     for node in nodes.values():
         node.update(loading=None, groups=None, error="")
         try:
-            with WireConnection(node["host"], node["port"], timeout=timeout) as connection:
+            with WireConnection(
+                node["host"], node["port"], timeout=timeout, create_connection=create_connection
+            ) as connection:
                 response = connection.call("ListGroups", states_filter=[])
             node["loading"] = response["error_code"] == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
             node["groups"] = len(response["groups"])
