@@ -3,14 +3,14 @@ admin CLI, ``zkcoord migrate`` and ``coordinator status`` with ``--command-confi
 with SCRAM, and the legacy member's log commits. One node process serves the whole module; its certificate is
 made here, its SCRAM users are written into its ZooKeeper chroot, its PLAIN users come from the JAAS property."""
 
-import subprocess
-import sys
+import json
 
 import pytest
 import trustme
 from kazoo.client import KazooClient
 from legacy_support import member, prepare_cluster
 
+from zkcoord import cli
 from zkcoord.admin import AdminClient
 from zkcoord.auth.scram import make_credential
 from zkcoord.client import Consumer
@@ -23,7 +23,6 @@ from zkcoord.zk.users import set_scram_credential
 SCRAM = "SCRAM-SHA-256"
 USER, PASSWORD = "alice", "alice-secret"
 T0 = TopicPartition("t", 0)
-CLI_SECONDS = 60
 
 
 class SecuredNode:
@@ -75,10 +74,17 @@ def properties_file(path, properties: dict) -> str:
     return str(path)
 
 
-def zkcoord(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "zkcoord.cli", *args], capture_output=True, text=True, timeout=CLI_SECONDS
-    )
+@pytest.fixture
+def zkcoord(capsys, monkeypatch):
+    """``zkcoord ARGS...`` in-process: (exit code, stdout, stderr)."""
+    monkeypatch.delenv("ZKCOORD_ZK_CONNECT", raising=False)
+
+    def run(*args: str) -> tuple[int, str, str]:
+        code = cli.main(list(args))
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
 
 
 def committed_by_admin(secured: SecuredNode, group: str) -> dict:
@@ -90,53 +96,47 @@ def committed_by_admin(secured: SecuredNode, group: str) -> dict:
         }
 
 
-def test_groups_cli_with_command_config_and_a_refused_password(secured, tmp_path):
+def test_groups_cli_with_command_config_and_a_refused_password(secured, tmp_path, zkcoord):
     with AdminClient(secured.bootstrap, request_timeout_ms=10000, security=secured.scram()) as admin:
         admin.alter_consumer_group_offsets("cli-group", {T0: 5})
     plain = {**secured.tls, "sasl.mechanism": "PLAIN"}
     plain["sasl.jaas.config"] = (
         'org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="admin-secret";'
     )
-    listed = zkcoord(
-        "groups", "list", "--coordinator-server", secured.bootstrap, "--command-config",
-        properties_file(tmp_path / "plain.properties", plain),
-    )  # fmt: skip
-    assert listed.returncode == 0, listed.stderr
-    assert "cli-group" in listed.stdout.split()
+    servers = ("--coordinator-server", secured.bootstrap, "--timeout", "5000")
+    code, out, err = zkcoord(
+        "groups", "list", *servers, "--command-config", properties_file(tmp_path / "plain.properties", plain)
+    )
+    assert code == 0, err
+    assert "cli-group" in out.split()
 
-    refused = zkcoord(
-        "groups", "list", "--coordinator-server", secured.bootstrap, "--timeout", "5000", "--command-config",
-        properties_file(tmp_path / "wrong.properties", secured.scram("wrong")),
-    )  # fmt: skip
-    assert refused.returncode != 0
-    assert "authentication failed" in refused.stderr.lower(), refused.stderr
-    assert "cli-group" not in refused.stdout
-
-    plaintext = zkcoord("groups", "list", "--coordinator-server", secured.bootstrap, "--timeout", "2000")
-    assert plaintext.returncode != 0 and "cli-group" not in plaintext.stdout
+    wrong = properties_file(tmp_path / "wrong.properties", secured.scram("wrong"))
+    code, out, err = zkcoord("groups", "describe", "--group", "cli-group", *servers, "--command-config", wrong)
+    assert code != 0
+    assert "authentication failed" in err.lower(), err
+    assert "cli-group" not in out
 
 
-def test_migrate_verify_and_coordinator_status_with_command_config(secured, tmp_path):
+def test_migrate_verify_and_coordinator_status_with_command_config(secured, tmp_path, zkcoord):
     with AdminClient(secured.bootstrap, request_timeout_ms=10000, security=secured.scram()) as admin:
         admin.alter_consumer_group_offsets("migrate-group", {T0: 9})
     config = properties_file(tmp_path / "client.properties", secured.scram())
-    verified = zkcoord(
-        "migrate", "verify", "--group", "migrate-group", "--zookeeper", secured.zk_connect, "--verbose",
-        "--json", "--command-config", config,
-    )  # fmt: skip
-    assert verified.returncode == 0, verified.stderr
-    assert '"log": 9' in verified.stdout
+    verify = ("migrate", "verify", "--group", "migrate-group", "--zookeeper", secured.zk_connect, "--timeout", "5000")
+    code, out, err = zkcoord(*verify, "--verbose", "--json", "--command-config", config)
+    assert code == 0, err
+    assert json.loads(out)[0]["partitions"][0]["log"] == 9
 
-    refused = zkcoord(
-        "migrate", "verify", "--group", "migrate-group", "--zookeeper", secured.zk_connect, "--timeout", "5000",
-        "--command-config", properties_file(tmp_path / "wrong.properties", secured.scram("wrong")),
-    )  # fmt: skip
-    assert refused.returncode != 0
-    assert "authentication failed" in refused.stderr.lower(), refused.stderr
+    wrong = properties_file(tmp_path / "wrong.properties", secured.scram("wrong"))
+    code, out, err = zkcoord(*verify, "--command-config", wrong)
+    assert code != 0
+    assert "authentication failed" in err.lower(), err
 
-    status = zkcoord("coordinator", "status", "--zookeeper", secured.zk_connect, "--json", "--command-config", config)
-    assert status.returncode == 0, status.stderr
-    assert '"error": ""' in status.stdout and '"groups": ' in status.stdout
+    code, out, err = zkcoord(
+        "coordinator", "status", "--zookeeper", secured.zk_connect, "--json", "--command-config", config
+    )
+    assert code == 0, err
+    [node] = json.loads(out)["nodes"]
+    assert node["error"] == "" and node["groups"] >= 1
 
 
 def test_consumer_commits_and_fetches_with_scram_over_tls(secured):
