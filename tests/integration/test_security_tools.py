@@ -167,6 +167,8 @@ def test_consumer_with_a_refused_password_fails_instead_of_retrying(secured):
         wait_until(poll_raised, timeout=15, what="poll() raising SaslAuthenticationFailedError")
         with pytest.raises(SaslAuthenticationFailedError):
             consumer.committed(T0)
+        with pytest.raises(SaslAuthenticationFailedError):
+            consumer.commit({T0: 1})
     finally:
         consumer.close()
 
