@@ -18,9 +18,10 @@ log = logging.getLogger(__name__)
 C = TypeVar("C")
 
 
-def kafka_field(name: str, default: Any = dataclasses.MISSING, doc: str = "") -> Any:
-    """A dataclass field known to operators as the Kafka property ``name``."""
-    return dataclasses.field(default=default, metadata={"kafka": name, "doc": doc})
+def kafka_field(name: str, default: Any = dataclasses.MISSING, doc: str = "", secret: bool = False) -> Any:
+    """A dataclass field known to operators as the Kafka property ``name``; a ``secret`` one (a password) is left
+    out of the config's repr."""
+    return dataclasses.field(default=default, repr=not secret, metadata={"kafka": name, "doc": doc})
 
 
 def kafka_names(cls: type) -> dict[str, str]:

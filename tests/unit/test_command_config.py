@@ -76,6 +76,9 @@ def test_an_unreadable_or_wrong_command_config_is_a_usage_error_naming_the_file(
     path.write_text("security.protocol=SASL_SSL\nsasl.username=u\nsasl.password=p\n", encoding="utf-8")
     with pytest.raises(UsageError, match="gssapi.properties: sasl.mechanism: GSSAPI"):
         client_security(str(path))
+    path.write_text("security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\n", encoding="utf-8")
+    with pytest.raises(UsageError, match="needs sasl.username"):
+        client_security(str(path))
 
 
 def test_kafka_python_gets_the_same_settings_under_its_own_names():
@@ -101,9 +104,10 @@ def test_an_empty_endpoint_identification_algorithm_turns_the_host_name_check_of
     assert ClientSecurity.from_properties(SCRAM_OVER_TLS).check_hostname
 
 
-def test_passwords_stay_out_of_the_settings_repr():
-    text = repr(ClientSecurity.from_properties(SCRAM_OVER_TLS))
-    assert "alice-secret" not in text and "key-secret" not in text
+def test_passwords_stay_out_of_the_settings_and_configs_repr():
+    consumer = build_config(ConsumerConfig, {"bootstrap.servers": "h:1", **SCRAM_OVER_TLS})
+    for text in (repr(ClientSecurity.from_properties(SCRAM_OVER_TLS)), repr(consumer)):
+        assert "alice-secret" not in text and "key-secret" not in text
 
 
 @pytest.mark.parametrize(

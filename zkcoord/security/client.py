@@ -5,7 +5,9 @@ librdkafka's (``security.protocol``, ``sasl.mechanism``, ``sasl.username``/``sas
 ``sasl.jaas.config``, ``ssl.ca.location`` or ``ssl.truststore.location``...). Its :meth:`connector` is a
 drop-in ``create_connection``: it connects, wraps TLS, and authenticates over the msgpack protocol's
 SaslHandshake/SaslAuthenticate before handing the socket over, so every caller that takes ``create_connection``
-(the channel to coordinators, the admin client, the client's worker) is secured without knowing it.
+(the channel to coordinators, the admin client, the client's worker) is secured without knowing it;
+:meth:`ClientSecurity.kafka_python_options` gives the same settings to kafka-python. A typed client config
+inherits :class:`ClientSecurityProperties` to take these properties with its own.
 """
 
 from __future__ import annotations
@@ -67,11 +69,12 @@ class ClientSecurity:
         if jaas and not username:
             username, password = client_credentials(jaas)
         mechanism = _first(properties, _ALIASES["mechanism"], "GSSAPI").upper()
-        if protocol.startswith("SASL_") and mechanism not in SUPPORTED_MECHANISMS:
-            raise ConfigError(
-                f"sasl.mechanism: {mechanism} is not supported (use {', '.join(SUPPORTED_MECHANISMS)}; "
-                "Kafka's default is GSSAPI)"
-            )
+        if protocol.startswith("SASL_"):
+            if mechanism not in SUPPORTED_MECHANISMS:
+                raise ConfigError(
+                    f"sasl.mechanism: {mechanism} is not supported (use {', '.join(SUPPORTED_MECHANISMS)}; "
+                    "Kafka's default is GSSAPI)"
+                )
             if not username:
                 raise ConfigError(f"{protocol} needs sasl.username and sasl.password (or sasl.jaas.config)")
         # Kafka's empty value (as a properties file line without one) turns the host name check off.
@@ -212,8 +215,10 @@ class ClientSecurityProperties:
     sasl_mechanism: str | None = kafka_field("sasl.mechanism", None, "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
     sasl_mechanisms: str | None = kafka_field("sasl.mechanisms", None, "librdkafka's name of sasl.mechanism")
     sasl_username: str | None = kafka_field("sasl.username", None)
-    sasl_password: str | None = kafka_field("sasl.password", None)
-    sasl_jaas_config: str | None = kafka_field("sasl.jaas.config", None, "username and password, as Java clients")
+    sasl_password: str | None = kafka_field("sasl.password", None, secret=True)
+    sasl_jaas_config: str | None = kafka_field(
+        "sasl.jaas.config", None, "username and password, as Java clients", secret=True
+    )
     ssl_truststore_location: str | None = kafka_field("ssl.truststore.location", None, "PEM file of trusted CAs")
     ssl_ca_location: str | None = kafka_field("ssl.ca.location", None, "librdkafka's name of the trusted CAs file")
     ssl_truststore_certificates: str | None = kafka_field("ssl.truststore.certificates", None, "trusted CAs, inline")
@@ -221,7 +226,7 @@ class ClientSecurityProperties:
     ssl_keystore_location: str | None = kafka_field("ssl.keystore.location", None, "PEM: client key and chain")
     ssl_certificate_location: str | None = kafka_field("ssl.certificate.location", None, "PEM client certificate")
     ssl_key_location: str | None = kafka_field("ssl.key.location", None, "PEM client key")
-    ssl_key_password: str | None = kafka_field("ssl.key.password", None)
+    ssl_key_password: str | None = kafka_field("ssl.key.password", None, secret=True)
     ssl_keystore_type: str | None = kafka_field("ssl.keystore.type", None, "PEM only")
     ssl_endpoint_identification_algorithm: str | None = kafka_field(
         "ssl.endpoint.identification.algorithm", None, "https (default) checks the host name; empty turns it off"
