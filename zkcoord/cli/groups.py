@@ -30,6 +30,7 @@ def _groups_client(args: argparse.Namespace):
     from zkcoord.admin import AdminClient
     from zkcoord.admin.client import KAFKA
 
+    security = client_security(args.command_config)
     if args.bootstrap_server:
         others = [
             option
@@ -53,7 +54,7 @@ def _groups_client(args: argparse.Namespace):
             bootstrap_servers=args.bootstrap_server,
             request_timeout_ms=args.timeout,
             protocol=KAFKA,
-            security=client_security(args.command_config),
+            security=security,
         )
     connect = args.zookeeper or env.zookeeper_connect()
     if not args.coordinator_server and not connect:
@@ -68,7 +69,7 @@ def _groups_client(args: argparse.Namespace):
         root=args.root,
         source=args.source,
         request_timeout_ms=args.timeout,
-        security=client_security(args.command_config),
+        security=security,
     )
 
 
