@@ -12,7 +12,9 @@ chain, the client trusts the CA and checks the node's address. SCRAM users are w
 1. heartbeats/s of joined members at steady state (the load generators of benchmarks/coordinator.py: the same
    members, connections and requests in flight for each protocol), with the node's CPU per 1000 requests;
    ``--rounds`` windows of each protocol, taking turns, and their medians;
-2. durable simple OffsetCommits/s (1 partition per request, one group per connection), likewise;
+2. durable simple OffsetCommits/s (1 partition per request, one group per connection, each answer after the
+   fsync of its batch), likewise, with the requests per fsync (a connection is served one request at a time, so
+   what delays an answer also shrinks the next batch);
 3. connection set-up: one client opens connections one after another, each until the answer to its first
    ApiVersions (after the TLS handshake and the SASL exchange, where the protocol has them): mean and p99, and
    the node's and the client's CPU per connection; PLAINTEXT, SSL, SASL_PLAINTEXT with SCRAM-SHA-256 and
@@ -159,6 +161,19 @@ class Steady:
         before, after = self.run.server_before, self.run.server_after
         return (after["cpu"] - before["cpu"]) * 1e6 / max(1, after["requests"] - before["requests"])
 
+    @property
+    def requests_per_fsync(self) -> float | None:
+        """None when the window had no fsync (heartbeats write nothing)."""
+        before, after = self.run.server_before, self.run.server_after
+        fsyncs = after["fsyncs"] - before["fsyncs"]
+        return (after["requests"] - before["requests"]) / fsyncs if fsyncs else None
+
+
+def per_fsync(values: list[float | None]) -> str:
+    """The median of ``values``, right-aligned for the requests/fsync column; '-' without fsyncs."""
+    found = [value for value in values if value is not None]
+    return f"{statistics.median(found):>14,.1f}" if found else f"{'-':>14}"
+
 
 def heartbeat_params(server: Server, protocol: str, tls: Tls, scale: Scale, load: str) -> dict:
     return {
@@ -193,7 +208,10 @@ def steady_phase(
     of other work on the machine falls on every protocol alike. Each round's load generators of every protocol set
     up at once, then wait for their window."""
     make_params = heartbeat_params if kind == "heartbeat" else commit_params
-    print(f"   {'round':>5} {'protocol':<10} {'per second':>11} {'node CPU ms/1000 requests':>26}  CPU cores")
+    print(
+        f"   {'round':>5} {'protocol':<10} {'per second':>11} {'node CPU ms/1000 requests':>26} {'requests/fsync':>14}"
+        f"  CPU cores"
+    )
     results: dict[str, list[Steady]] = {protocol: [] for protocol in THROUGHPUT_PROTOCOLS}
     for round_number in range(rounds):
         shift = round_number % len(THROUGHPUT_PROTOCOLS)
@@ -213,8 +231,9 @@ def steady_phase(
                 result = Steady(protocol, run)
                 results[protocol].append(result)
                 print(
-                    f"   {round_number + 1:>5} {protocol:<10} {run.rate:>11,.0f} {result.node_ms_per_1000:>26,.0f}  "
-                    f"{run.cpu}" + (f"  errors {run.errors}" if run.errors else ""),
+                    f"   {round_number + 1:>5} {protocol:<10} {run.rate:>11,.0f} {result.node_ms_per_1000:>26,.0f} "
+                    f"{per_fsync([result.requests_per_fsync])}  {run.cpu}"
+                    + (f"  errors {run.errors}" if run.errors else ""),
                     flush=True,
                 )
         finally:
@@ -224,7 +243,8 @@ def steady_phase(
     for protocol, runs in results.items():
         print(
             f"   {'':>5} {protocol:<10} {statistics.median(r.run.rate for r in runs):>11,.0f} "
-            f"{statistics.median(r.node_ms_per_1000 for r in runs):>26,.0f}"
+            f"{statistics.median(r.node_ms_per_1000 for r in runs):>26,.0f} "
+            f"{per_fsync([r.requests_per_fsync for r in runs])}"
         )
     return results
 
