@@ -41,7 +41,7 @@ import socket
 import statistics
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import trustme
@@ -61,7 +61,7 @@ from kazoo.client import KazooClient
 
 from zkcoord.auth.scram import make_credential
 from zkcoord.channel import WireConnection
-from zkcoord.security.client import ClientSecurity
+from zkcoord.security.client import ClientSecurity, Connect
 from zkcoord.zk.server import EmbeddedZooKeeper
 from zkcoord.zk.users import scram_credential, set_scram_credential
 
@@ -95,11 +95,11 @@ class Tls:
 
 
 def make_certificates(directory: Path, key_type: str) -> Tls:
-    ca = trustme.CA(key_type=trustme.KeyType[key_type.upper()])
+    """A CA and the node's certificate for HOST, both with ``key_type`` keys, as PEM files in ``directory``."""
+    kind = trustme.KeyType[key_type.upper()]
+    ca = trustme.CA(key_type=kind)
     keystore, ca_file = directory / "node-keystore.pem", directory / "ca.pem"
-    ca.issue_cert(HOST, key_type=trustme.KeyType[key_type.upper()]).private_key_and_cert_chain_pem.write_to_path(
-        str(keystore)
-    )
+    ca.issue_cert(HOST, key_type=kind).private_key_and_cert_chain_pem.write_to_path(str(keystore))
     ca.cert_pem.write_to_path(str(ca_file))
     return Tls(keystore, ca_file, key_type)
 
@@ -252,12 +252,32 @@ def steady_phase(
 # ---- 3: connection set-up ----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass
 class SetUp:
+    """One case of SETUPS: its node and connector, then each connection's seconds until its ApiVersions answer
+    and the CPU seconds the node and the client spent on them all."""
+
     label: str
-    seconds: list[float]  # each connection's, until its ApiVersions answer
-    node_cpu_s: float  # per connection
-    client_cpu_s: float  # per connection
+    server: Server
+    connect: Connect
+    seconds: list[float] = field(default_factory=list)
+    node_cpu_s: float = 0.0
+    client_cpu_s: float = 0.0
+
+    def run(self, count: int) -> None:
+        node_cpu, client_cpu = process_cpu_seconds(self.server.process.pid), process_cpu()
+        self.seconds.extend(connect_once(self.server.address, self.connect) for _ in range(count))
+        self.node_cpu_s += process_cpu_seconds(self.server.process.pid) - node_cpu
+        self.client_cpu_s += process_cpu() - client_cpu
+
+    @property
+    def node_ms(self) -> float:
+        """The node's CPU milliseconds per connection."""
+        return self.node_cpu_s * 1000 / len(self.seconds)
+
+    @property
+    def client_ms(self) -> float:
+        return self.client_cpu_s * 1000 / len(self.seconds)
 
     @property
     def mean(self) -> float:
@@ -284,19 +304,15 @@ def measure_setups(servers: dict[str, Server], tls: Tls, count: int) -> list[Set
     other work on the machine falls on every case alike), after WARM_UP_CONNECTIONS untimed ones each."""
     cases = []
     for label, protocol, mechanism in SETUPS:
-        properties = client_properties(protocol, tls, mechanism)
-        connector = ClientSecurity.from_properties(properties).connector(socket.create_connection)
-        cases.append((label, servers[protocol], connector, [], [0.0, 0.0]))  # seconds, [node, client] CPU
-    for _, server, connector, _, _ in cases:
+        security = ClientSecurity.from_properties(client_properties(protocol, tls, mechanism))
+        cases.append(SetUp(label, servers[protocol], security.connector(socket.create_connection)))
+    for case in cases:
         for _ in range(WARM_UP_CONNECTIONS):
-            connect_once(server.address, connector)
+            connect_once(case.server.address, case.connect)
     for block in range(0, count, SETUP_BLOCK):
-        for _, server, connector, seconds, cpu in cases:
-            node_cpu, client_cpu = process_cpu_seconds(server.process.pid), process_cpu()
-            seconds.extend(connect_once(server.address, connector) for _ in range(min(SETUP_BLOCK, count - block)))
-            cpu[0] += process_cpu_seconds(server.process.pid) - node_cpu
-            cpu[1] += process_cpu() - client_cpu
-    return [SetUp(label, seconds, cpu[0] / count, cpu[1] / count) for label, _, _, seconds, cpu in cases]
+        for case in cases:
+            case.run(min(SETUP_BLOCK, count - block))
+    return cases
 
 
 def tls_description(server: Server, tls: Tls) -> str:
@@ -333,8 +349,7 @@ def setup_phase(servers: dict[str, Server], tls: Tls, count: int) -> list[SetUp]
     for result in results:
         print(
             f"   {result.label:<29} {count:>4} {result.mean * 1000:>8.2f} {result.p99 * 1000:>7.2f} "
-            f"{result.mean / results[0].mean:>10.1f}x {result.node_cpu_s * 1000:>11.2f} "
-            f"{result.client_cpu_s * 1000:>13.2f}"
+            f"{result.mean / results[0].mean:>10.1f}x {result.node_ms:>11.2f} {result.client_ms:>13.2f}"
         )
     return results
 
