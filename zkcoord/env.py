@@ -13,6 +13,7 @@ ZOOKEEPER_CLASSPATH = "ZOOKEEPER_CLASSPATH"  # ZooKeeper's jars (else pyspark's,
 PEERS_CACHE = "ZKCOORD_PEERS_CACHE"  # where Maven puts Kafka's jars (else ~/.cache/zkcoord/peers)
 # Read by the slow-fsync shim (zkcoord/faults/fsync_delay.c), in the processes a fault campaign starts with it.
 FSYNC_DELAY_FILE = "ZKCOORD_FSYNC_DELAY_FILE"
+KAFKA_OPTS = "KAFKA_OPTS"  # JVM options of Kafka's scripts: -Djava.security.auth.login.config=FILE for ZooKeeper
 
 
 def _value(name: str) -> str | None:
@@ -37,3 +38,7 @@ def zookeeper_classpath() -> str | None:
 
 def peers_cache() -> str | None:
     return _value(PEERS_CACHE)
+
+
+def kafka_opts() -> str | None:
+    return _value(KAFKA_OPTS)

@@ -1,24 +1,12 @@
 """ACLs written by Kafka 3.9's own kafka-acls (``kafka.admin.AclCommand`` through AclAuthorizer) are honoured by
 zkcoord's store, and what ``zkcoord acls`` writes, kafka-acls lists. Three JVM runs of about 3 s each."""
 
-import subprocess
+from kafka_tool_support import kafka_acls
 
-from zkcoord import cli, peers
+from zkcoord import cli
 from zkcoord.auth.acls import Authorizer
-from zkcoord.peers.jvm import java_command
 from zkcoord.testing.zookeeper import wait_until
 from zkcoord.zk.acls import AclStore
-
-
-def kafka_acls(zk_connect: str, *args: str) -> str:
-    command = java_command(
-        peers.BROKER,
-        "kafka.admin.AclCommand",
-        ["--authorizer-properties", f"zookeeper.connect={zk_connect}", *args],
-    )
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout
 
 
 def blocks(listing: str) -> set[tuple[str, frozenset[str]]]:

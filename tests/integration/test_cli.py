@@ -142,6 +142,16 @@ def test_read_properties_accepts_java_separators(tmp_path):
     }
 
 
+def test_read_properties_joins_lines_ending_in_a_backslash_as_java_does(tmp_path):
+    path = tmp_path / "server.properties"
+    path.write_text('sasl.jaas.config=PlainLoginModule required \\\n    user_admin="a\\\\";\nkept=one \\\\\nnext=two\n')
+    assert common.read_properties(str(path)) == {
+        "sasl.jaas.config": 'PlainLoginModule required user_admin="a\\\\";',
+        "kept": "one \\\\",
+        "next": "two",
+    }
+
+
 def _spawn(*argv):
     return subprocess.Popen(
         [sys.executable, "-m", "zkcoord.cli", *argv],

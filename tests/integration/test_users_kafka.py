@@ -3,11 +3,11 @@ zkcoord, what ``zkcoord users`` writes is what ConfigCommand shows, and Kafka's 
 complete exchanges with zkcoord's."""
 
 import base64
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
+from kafka_tool_support import JVM_ENV, config_command
 from scramp import ScramClient
 
 from zkcoord import cli, peers
@@ -23,15 +23,6 @@ USER = "CN=alice,O=ex ample"
 PASSWORD_512 = "pass\u00adword"
 # Kafka's ScramSaslClient, then its ScramSaslServer, talking base64 lines on stdin/stdout.
 SCRAM_PEER = Path(__file__).parent.parent / "data" / "ScramPeer.java"
-JVM_ENV = {**os.environ, "LC_ALL": "C.UTF-8"}  # arguments reach the JVM as UTF-8
-
-
-def config_command(zk_connect: str, *args: str) -> str:
-    """Kafka 3.9.2's ``kafka-configs --zookeeper zk_connect args``; its standard output."""
-    command = java_command(peers.BROKER, "kafka.admin.ConfigCommand", ["--zookeeper", zk_connect, *args])
-    result = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False, env=JVM_ENV)
-    assert result.returncode == 0, result.stderr
-    return result.stdout
 
 
 def scram_exchange(server: SaslServer, mechanism: str, user: str, password: str) -> None:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from zkcoord.auth.plain import JaasEntry, parse_jaas_config, client_credentials, plain_users
+from zkcoord.auth.plain import JaasEntry, client_credentials, parse_jaas_config, plain_users
 from zkcoord.errors import ConfigError
 
 MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"

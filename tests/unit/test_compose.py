@@ -29,6 +29,16 @@ def test_coordinator_command_parses_with_the_cli(name):
     config = node_config(parse_key_values(args.override or [], "--override"))
     assert config.coordinator.offsets_topic_num_partitions == 50
     assert args.log_dir.startswith("/var/lib/zkcoord")
+    # They bind 0.0.0.0 inside their containers: never without SASL and ACLs.
+    assert config.security.for_listener("ZKCOORD").protocol == "SASL_PLAINTEXT" and config.security.authorizes
+    assert all(port.startswith("127.0.0.1:") for port in COORDINATORS[name]["ports"])
+
+
+def test_the_super_user_is_made_before_the_coordinators_start():
+    setup = SERVICES["admin-user"]
+    args = build_parser().parse_args(shlex.split(setup["command"].replace("${ZKCOORD_ADMIN_PASSWORD:-", "{")))
+    assert args.func.__name__ == "cmd_users" and args.entity_name == "admin"
+    assert all(service["depends_on"]["admin-user"] for service in COORDINATORS.values())
 
 
 def test_coordinators_share_one_log_volume_and_have_distinct_ids():

@@ -1,5 +1,6 @@
 """Kafka's listener security properties and the TLS principal as Kafka names it."""
 
+import logging
 import ssl
 
 import pytest
@@ -100,3 +101,14 @@ def test_mutual_tls_needs_a_truststore_and_a_missing_keystore_is_named(tmp_path)
         server_context(node_config({"ssl.keystore.location": str(keystore), "ssl.client.auth": "required"}).security)
     with pytest.raises(ConfigError, match="nowhere.pem"):
         server_context(node_config({"ssl.keystore.location": str(tmp_path / "nowhere.pem")}).security)
+
+
+def test_a_plaintext_listener_on_every_interface_is_warned_about(caplog):
+    from zkcoord.server.node import CoordinatorNode
+
+    with caplog.at_level(logging.WARNING, logger="zkcoord.server.node"):
+        CoordinatorNode._warn_if_open("127.0.0.1", None)
+        assert not caplog.records
+        CoordinatorNode._warn_if_open("0.0.0.0", None)
+    (warning,) = caplog.records
+    assert "every interface" in warning.getMessage() and "docs/security.md" in warning.getMessage()

@@ -33,7 +33,9 @@ from zkcoord.errors import (
 from zkcoord.model import GroupState, TopicPartition
 from zkcoord.zk import admin as zk_admin
 from zkcoord.zk import layout
+from zkcoord.zk.acl import start_logged_in
 from zkcoord.zk.client import tool_client
+from zkcoord.zk.credentials import ZooKeeperSecurity, zookeeper_security
 
 log = logging.getLogger(__name__)
 
@@ -41,18 +43,22 @@ ZOOKEEPER_CONNECT_TIMEOUT_S = 10.0
 
 
 class LegacyGroups:
-    """The admin-client group calls for 0.8.2 groups in the ZooKeeper at ``connect`` ("h:p[,h:p][/chroot]")."""
+    """The admin-client group calls for 0.8.2 groups in the ZooKeeper at ``connect`` ("h:p[,h:p][/chroot]").
 
-    def __init__(self, connect: str):
+    ``security`` None takes ZooKeeper credentials as Kafka's tools do (``$KAFKA_OPTS``, :mod:`zkcoord.zk.credentials`).
+    """
+
+    def __init__(self, connect: str, security: ZooKeeperSecurity | None = None):
         self.connect = connect
+        self.security = zookeeper_security() if security is None else security
         self._zk: KazooClient | None = None
 
     def zookeeper(self) -> KazooClient:
         """The started kazoo client (GroupAdminError when ZooKeeper does not answer in time)."""
         if self._zk is None:
-            client = tool_client(self.connect, session_timeout_s=ZOOKEEPER_CONNECT_TIMEOUT_S)
+            client = tool_client(self.connect, ZOOKEEPER_CONNECT_TIMEOUT_S, self.security)
             try:
-                client.start(timeout=ZOOKEEPER_CONNECT_TIMEOUT_S)
+                start_logged_in(client, self.security, ZOOKEEPER_CONNECT_TIMEOUT_S)
             except KazooTimeoutError:
                 client.close()
                 raise GroupAdminError(

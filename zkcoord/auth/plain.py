@@ -61,7 +61,35 @@ def _tokens(value: str) -> list[tuple[str, str]]:
 
 def parse_jaas_config(value: str) -> tuple[JaasEntry, ...]:
     """The login module entries of a ``sasl.jaas.config`` value; a ConfigError says what is malformed."""
-    tokens = _tokens(value)
+    return _entries(_tokens(value))
+
+
+def parse_jaas_file(text: str, source: str = "JAAS file") -> dict[str, tuple[JaasEntry, ...]]:
+    """The sections of a JAAS login configuration file (``Name { entry; ... };``, what
+    ``java.security.auth.login.config`` names), each with its entries; a ConfigError, starting with ``source``,
+    says what is malformed."""
+    tokens = _tokens(text)
+    sections: dict[str, tuple[JaasEntry, ...]] = {}
+    position = 0
+    while position < len(tokens):
+        kind, name = tokens[position]
+        if kind != "word" or tokens[position + 1 : position + 2] != [("char", "{")]:
+            raise ConfigError(f"{source}: expected a section name and '{{', found {name!r}")
+        try:
+            end = tokens.index(("char", "}"), position + 2)
+        except ValueError:
+            raise ConfigError(f"{source}: section {name} has no closing '}}'") from None
+        if tokens[end + 1 : end + 2] != [("char", ";")]:
+            raise ConfigError(f"{source}: section {name} is not terminated by '}};'")
+        try:
+            sections[name] = sections.get(name, ()) + _entries(tokens[position + 2 : end])
+        except ConfigError as error:
+            raise ConfigError(f"{source}: section {name}: {error}") from None
+        position = end + 2
+    return sections
+
+
+def _entries(tokens: list[tuple[str, str]]) -> tuple[JaasEntry, ...]:
     entries = []
     position = 0
     while position < len(tokens):

@@ -15,7 +15,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from kazoo.exceptions import KazooException
+from kazoo.exceptions import KazooException, NoAuthError
 
 from zkcoord.cli.common import EXIT_OK, EXIT_USAGE, UsageError
 from zkcoord.cli.parser import build_parser
@@ -23,6 +23,11 @@ from zkcoord.errors import ConfigError, LogError, ZkcoordError
 from zkcoord.zk import admin
 
 __all__ = ["build_parser", "main"]
+
+NO_AUTH_HINT = (
+    "the znode's ACL (zookeeper.set.acl) lets only zkcoord's ZooKeeper user change it; give that login with "
+    "-Djava.security.auth.login.config=FILE in $KAFKA_OPTS (docs/security.md)"
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -37,6 +42,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
     except (UsageError, ConfigError, admin.AdminError, LogError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except NoAuthError:
+        print(f"error: ZooKeeper refused the change: {NO_AUTH_HINT}", file=sys.stderr)
         return EXIT_USAGE
     except (ZkcoordError, KazooException) as error:
         print(f"error: {type(error).__name__}: {error}", file=sys.stderr)

@@ -1,4 +1,5 @@
-"""``zkcoord zk|topics|brokers``: an embedded ZooKeeper, and the topics and broker registrations of the 0.8 layout.
+"""``zkcoord zk|topics|brokers``: an embedded ZooKeeper and zkcoord's ZooKeeper ACLs, and the topics and broker
+registrations of the 0.8 layout.
 
 Must not import another command family module; shared helpers come from ``zkcoord.cli.common``.
 """
@@ -7,6 +8,7 @@ import argparse
 
 from zkcoord.cli.common import (
     EXIT_OK,
+    UsageError,
     emit_json,
     interrupt_event,
     print_table,
@@ -15,7 +17,9 @@ from zkcoord.cli.common import (
     zookeeper_option,
 )
 from zkcoord.clock import SystemClock
-from zkcoord.zk import admin
+from zkcoord.zk import admin, layout
+from zkcoord.zk.acl import set_tree_acls
+from zkcoord.zk.credentials import zookeeper_security
 
 
 def cmd_zk_start(args: argparse.Namespace) -> int:
@@ -27,6 +31,17 @@ def cmd_zk_start(args: argparse.Namespace) -> int:
         print(f"ZooKeeper serving on {server.connect_string} (data {server.data_dir}); Ctrl-C stops it", flush=True)
         wait_until_set(stop)
     print("ZooKeeper stopped")
+    return EXIT_OK
+
+
+def cmd_zk_secure(args: argparse.Namespace) -> int:
+    if zookeeper_security().credentials is None:
+        raise UsageError(
+            "changing ACLs needs ZooKeeper credentials: put -Djava.security.auth.login.config=FILE in $KAFKA_OPTS"
+        )
+    with zookeeper(args) as client:
+        count = set_tree_acls(client, args.root, secure=not args.unsecure)
+    print(f"Set {'open' if args.unsecure else 'secure'} ACLs on {count} znodes under {args.root}.")
     return EXIT_OK
 
 
@@ -79,6 +94,13 @@ def register(commands) -> None:
     start.add_argument("--data-dir", help="keep data here (default: a temporary directory, removed at exit)")
     start.add_argument("--tick-time", type=int, default=2000, metavar="MS", help="ZooKeeper tickTime")
     start.set_defaults(func=cmd_zk_start)
+    secure = zk.add_parser(
+        "secure", help="set Kafka's ACLs (creator all, world read) on every znode under zkcoord's root"
+    )
+    secure.add_argument("--root", default=layout.DEFAULT_ROOT, help=f"zkcoord's root (default {layout.DEFAULT_ROOT})")
+    secure.add_argument("--unsecure", action="store_true", help="make them open again (world all)")
+    zookeeper_option(secure)
+    secure.set_defaults(func=cmd_zk_secure)
 
     topics = commands.add_parser("topics", help="topics in the 0.8 layout").add_subparsers(dest="action", required=True)
     create = topics.add_parser("create", help="create a topic")

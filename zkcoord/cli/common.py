@@ -19,7 +19,9 @@ from kazoo.handlers.threading import KazooTimeoutError
 from zkcoord import env
 from zkcoord.errors import ZkcoordError
 from zkcoord.tables import format_table
+from zkcoord.zk.acl import start_logged_in
 from zkcoord.zk.client import tool_client
+from zkcoord.zk.credentials import zookeeper_security
 
 EXIT_OK, EXIT_PROBLEM, EXIT_USAGE = 0, 1, 2
 CONNECT_TIMEOUT_S = 10.0
@@ -52,11 +54,16 @@ def zookeeper(args: argparse.Namespace, create_chroot: bool = False) -> contextl
 
 @contextlib.contextmanager
 def zookeeper_at(connect: str, create_chroot: bool = False) -> Iterator[KazooClient]:
-    """A started kazoo client on ``connect`` (``host:port[,..][/chroot]``); the chroot is created first when asked."""
+    """A started kazoo client on ``connect`` (``host:port[,..][/chroot]``); the chroot is created first when asked.
+
+    Credentials come as Kafka's tools take them (``-Djava.security.auth.login.config`` in ``$KAFKA_OPTS``), and
+    as with them the znodes it creates get Kafka's ACLs whenever it logs in (:mod:`zkcoord.zk.acl`).
+    """
     hosts, _, chroot = connect.partition("/")
-    client = tool_client(hosts)
+    security = zookeeper_security()
+    client = tool_client(hosts, security=security)
     try:
-        client.start(timeout=CONNECT_TIMEOUT_S)
+        start_logged_in(client, security, CONNECT_TIMEOUT_S)
     except KazooTimeoutError:
         client.stop()
         raise UsageError(f"cannot connect to ZooKeeper at {hosts} within {CONNECT_TIMEOUT_S:.0f}s") from None
@@ -103,12 +110,27 @@ def comma_list(text: str) -> list[str]:
 def read_properties(path: str) -> dict[str, str]:
     """A Java properties file: ``key=value``, ``key: value`` or ``key value`` lines; ``#``/``!`` comments."""
     properties = {}
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
-        line = line.strip()
-        if line and not line.startswith(("#", "!")):
-            key, *value = re.split(r"\s*[=:]\s*|\s+", line, maxsplit=1)
-            properties[key] = value[0] if value else ""
+    for line in _logical_lines(Path(path).read_text(encoding="utf-8")):
+        key, *value = re.split(r"\s*[=:]\s*|\s+", line, maxsplit=1)
+        properties[key] = value[0] if value else ""
     return properties
+
+
+def _logical_lines(text: str) -> Iterator[str]:
+    """Java's logical lines: one that ends in an odd number of backslashes goes on with the next line's text
+    (how JAAS values are usually written)."""
+    logical = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if logical is None and (not line or line.startswith(("#", "!"))):
+            continue
+        if (len(line) - len(line.rstrip("\\"))) % 2:
+            logical = (logical or "") + line[:-1]
+            continue
+        yield (logical or "") + line
+        logical = None
+    if logical:
+        yield logical
 
 
 def parse_key_values(items: Sequence[str], flag: str) -> dict[str, str]:

@@ -14,6 +14,8 @@ from zkcoord.errors import ConfigError
 from zkcoord.group.config import CoordinatorConfig
 from zkcoord.log.config import LogConfig
 from zkcoord.security.config import SecurityConfig, split_listener_overrides
+from zkcoord.zk import credentials
+from zkcoord.zk.credentials import ZooKeeperSecurity
 
 log = logging.getLogger(__name__)
 
@@ -32,8 +34,25 @@ class ServerConfig:
     request_read_timeout_ms: int = kafka_field(
         "request.read.timeout.ms", 30_000, "close when a started request frame is not all in by then"
     )
+    connection_failed_authentication_delay_ms: int = kafka_field(
+        "connection.failed.authentication.delay.ms", 100, "a failed authentication is answered, then closed this late"
+    )
     zookeeper_session_timeout_ms: int = kafka_field("zookeeper.session.timeout.ms", 18_000)
     zookeeper_connection_timeout_ms: int = kafka_field("zookeeper.connection.timeout.ms", 18_000)
+    zookeeper_set_acl: bool = kafka_field(
+        "zookeeper.set.acl",
+        False,
+        "znodes zkcoord creates get Kafka's ACLs: creator all, world read (docs/security.md)",
+    )
+    login_config: str = kafka_field(
+        credentials.LOGIN_CONFIG, "", "JAAS file with ZooKeeper's Client section (default: -D... in $KAFKA_OPTS)"
+    )
+    zookeeper_sasl_client: bool | None = kafka_field(
+        credentials.SASL_CLIENT, None, "false: no SASL to ZooKeeper (default: $KAFKA_OPTS's, else true)"
+    )
+    zookeeper_sasl_client_config: str = kafka_field(
+        credentials.SASL_CLIENT_CONFIG, "", "the JAAS section of ZooKeeper's credentials (default: Client)"
+    )
     root: str = kafka_field("zkcoord.root", "/zkcoord", "zkcoord's ZooKeeper root")
     bridge_rebalance_max_retries: int = kafka_field(
         "zkcoord.bridge.rebalance.max.retries", 4, "claims of a mixed group's handover tried this often (0.8.2's)"
@@ -84,6 +103,15 @@ class ServerConfig:
             if type(value) is not int or value < 1:
                 raise ConfigError(f"{name}: must be a positive int, got {value!r}")
         self.per_ip_overrides()
+
+    def zookeeper_security(self) -> ZooKeeperSecurity:
+        """The node's ZooKeeper credentials and ACL setting; the JAAS properties not given come from $KAFKA_OPTS."""
+        given = {
+            credentials.LOGIN_CONFIG: self.login_config,
+            credentials.SASL_CLIENT: None if self.zookeeper_sasl_client is None else str(self.zookeeper_sasl_client),
+            credentials.SASL_CLIENT_CONFIG: self.zookeeper_sasl_client_config,
+        }
+        return credentials.zookeeper_security(given, set_acl=self.zookeeper_set_acl)
 
     def kafka_listener(self, kafka_port: int | None) -> "KafkaListenerSettings | None":
         """Where the Kafka listener binds and what it advertises (``kafka_port``, e.g. ``--kafka-port``, replaces

@@ -199,6 +199,8 @@ class _Connection:
         if close:
             log.info("closing connection peer=%s: %s", self.peer, getattr(response, "error_message", ""))
             self._flush()
+            if security is not None:
+                gevent.sleep(security.listener.failed_authentication_delay_s)
         return not close
 
     def _dispatched(self, request: Request, message: dict) -> object:

@@ -18,7 +18,7 @@ import struct
 import time
 
 import gevent
-from gevent import socket
+from gevent import socket, ssl
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
@@ -166,10 +166,19 @@ class GatewayAddresses:
     A node that does not answer a probe of its Kafka listener (an ApiVersions each
     ``zkcoord.gateway.probe.interval.ms``) fronts no broker until it answers again: a node that died or hangs
     keeps its ZooKeeper registration until its session expires, and until then the clients whose broker it
-    fronted would have no way to that broker.
+    fronted would have no way to that broker. With ``probe_tls`` the probe speaks TLS (the nodes' Kafka listeners
+    share their security protocol); it checks liveness only, so it verifies no certificate and sends no secret.
     """
 
-    def __init__(self, cluster: ZooKeeperCluster, upstream: UpstreamBrokers, config: ServerConfig, node_id: int):
+    def __init__(
+        self,
+        cluster: ZooKeeperCluster,
+        upstream: UpstreamBrokers,
+        config: ServerConfig,
+        node_id: int,
+        probe_tls: bool = False,
+    ):
+        self._probe_context = _unverified_tls_context() if probe_tls else None
         self._cluster = cluster
         self._upstream = upstream
         self._config = config
@@ -222,7 +231,9 @@ class GatewayAddresses:
         while True:
             gevent.sleep(interval_s)
             others = {n: a for n, a in self._cluster.kafka_listeners().items() if n != self._node_id}
-            probes = {node_id: gevent.spawn(_answers, (a.host, a.port)) for node_id, a in others.items()}
+            probes = {
+                node_id: gevent.spawn(_answers, (a.host, a.port), self._probe_context) for node_id, a in others.items()
+            }
             gevent.joinall(list(probes.values()))
             unresponsive = frozenset(node_id for node_id, probe in probes.items() if not probe.value)
             for node_id in sorted(unresponsive ^ self.unresponsive):
@@ -231,12 +242,22 @@ class GatewayAddresses:
             self.unresponsive = unresponsive
 
 
-def _answers(address: Address) -> bool:
-    """Whether a Kafka listener answers an ApiVersions within PROBE_TIMEOUT_S."""
+def _unverified_tls_context() -> ssl.SSLContext:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+def _answers(address: Address, tls_context: ssl.SSLContext | None) -> bool:
+    """Whether a Kafka listener answers an ApiVersions (answered before SASL, as by Kafka) within PROBE_TIMEOUT_S."""
     from kio.schema.api_versions.v0.request import ApiVersionsRequest
 
     try:
-        with gevent.Timeout(PROBE_TIMEOUT_S), contextlib.closing(socket.create_connection(address)) as sock:
+        with gevent.Timeout(PROBE_TIMEOUT_S), contextlib.ExitStack() as closing:
+            sock = closing.enter_context(contextlib.closing(socket.create_connection(address)))
+            if tls_context is not None:
+                sock = closing.enter_context(contextlib.closing(tls_context.wrap_socket(sock)))
             exchange(sock, "zkcoord-gateway-probe", ApiVersionsRequest())
             return True
     except (OSError, ValueError, gevent.Timeout):

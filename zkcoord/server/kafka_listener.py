@@ -334,6 +334,7 @@ class _Connection:
         schema = response_schema(header.api_key, header.api_version)
         self._answer(encode_response(header.correlation_id, build(schema, plain)))
         if close:
+            gevent.sleep(security.listener.failed_authentication_delay_s if security is not None else 0)
             raise _Closing(f"SASL: {plain.get('error_message') or ErrorCode(plain['error_code']).name}")
 
     def _refuse(self, header: RequestHeader, request: memoryview) -> None:

@@ -46,6 +46,7 @@ from zkcoord.server.steps import MigrationSteps
 from zkcoord.wire.codec import API_NAMES
 from zkcoord.wire.messages import Request
 from zkcoord.zk import layout
+from zkcoord.zk.acl import start_logged_in
 from zkcoord.zk.acls import AclStore
 from zkcoord.zk.election import PartitionElection
 from zkcoord.zk.leader_znodes import ensure_partition_count
@@ -88,6 +89,7 @@ class CoordinatorNode:
         self.advertised_port = advertised_port  # None: the bound port
         self.config = config
         self.zookeeper = zookeeper
+        self.zookeeper_security = config.server.zookeeper_security()  # a bad JAAS file fails here, not at start
         self.log_dir = Path(log_dir)
         self.identity = NodeIdentity(self.log_dir, node_id)
         self.clock = clock or SystemClock()
@@ -137,7 +139,8 @@ class CoordinatorNode:
         )
         self.kafka_settings = config.server.kafka_listener(kafka_port)
         self.upstream = UpstreamBrokers(config.server.gateway_upstream_timeout_ms / 1000)
-        self.gateway = GatewayAddresses(self.cluster, self.upstream, config.server, node_id)
+        probe_tls = self.kafka_settings is not None and config.security.for_listener(self.kafka_settings.name).tls
+        self.gateway = GatewayAddresses(self.cluster, self.upstream, config.server, node_id, probe_tls)
         self.kafka = None if self.kafka_settings is None else self._kafka_listener(self.kafka_settings)
         self.zk: KazooClient | None = None
         self._timer_wakeup = Event()
@@ -166,9 +169,14 @@ class CoordinatorNode:
         server = self.config.server
         self.log_dir.mkdir(parents=True, exist_ok=True)
         identity = self.identity.acquire()  # first: a second process with this id and directory stops here
-        self.zk = make_kazoo_client(self.zookeeper, server.zookeeper_session_timeout_ms)
-        self.zk.start(timeout=server.zookeeper_connection_timeout_ms / 1000)
+        security = self.zookeeper_security
+        self.zk = make_kazoo_client(self.zookeeper, server.zookeeper_session_timeout_ms, security)
+        start_logged_in(self.zk, security, server.zookeeper_connection_timeout_ms / 1000)
         self.zk.add_listener(self._on_zookeeper_state)
+        if security.set_acl:
+            # Created open before any 0.8.2 member needs it, as Kafka's brokers do: they cannot create it under a
+            # secured chroot.
+            self.zk.ensure_path(layout.CONSUMERS_PATH)
         self.migrations.start(self.zk)
         self.mirror.start(self.zk)
         self.bridge.start(self.zk)
@@ -221,8 +229,14 @@ class CoordinatorNode:
         settings = self.config.security.for_listener(listener)
         if settings.protocol == "PLAINTEXT" and self.authorizer is None:
             return None
-        handshake_timeout_s = self.config.server.request_read_timeout_ms / 1000
-        return ListenerSecurity(settings, self._scram_credential, self.authorizer, handshake_timeout_s)
+        server = self.config.server
+        return ListenerSecurity(
+            settings,
+            self._scram_credential,
+            self.authorizer,
+            server.request_read_timeout_ms / 1000,
+            server.connection_failed_authentication_delay_ms / 1000,
+        )
 
     def _scram_credential(self, user: str, mechanism: str):
         return None if self.zk is None else scram_credential(self.zk, user, mechanism)

@@ -53,8 +53,12 @@ class ListenerSecurity:
         scram_credentials: ScramCredentials,
         authorizer: Authorizer | None,
         handshake_timeout_s: float,
+        failed_authentication_delay_s: float = 0.1,
     ):
         self.settings = settings
+        # Kafka's connection.failed.authentication.delay.ms: clients read the failure before the close (some
+        # drop an answer that a close follows at once), and a password guesser is slowed down.
+        self.failed_authentication_delay_s = failed_authentication_delay_s
         self.scram_credentials = scram_credentials
         self.authorizer = authorizer
         self.handshake_timeout_s = handshake_timeout_s

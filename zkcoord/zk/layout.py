@@ -415,6 +415,8 @@ def decode_offset(path: str, data: bytes | None) -> int:
 CONFIG_USERS_PATH = "/config/users"
 CONFIG_CHANGES_PATH = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
+# ZkData.SensitiveRootPaths: with zookeeper.set.acl only their creator may even read them (matched by prefix).
+SENSITIVE_ROOT_PATHS = (CONFIG_USERS_PATH, "/config/brokers", "/delegation_token/tokens")
 
 
 def sanitize_entity_name(name: str) -> str:

@@ -15,6 +15,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from zkcoord import env
@@ -23,6 +24,7 @@ from zkcoord.errors import ZooKeeperNotFoundError, ZooKeeperStartError
 log = logging.getLogger(__name__)
 
 DEBIAN_ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
+SASL_AUTHENTICATION_PROVIDER = "org.apache.zookeeper.server.auth.SASLAuthenticationProvider"
 JAVA_HINT = "install a Java runtime (Debian: apt-get install openjdk-17-jre-headless) or set JAVA_HOME"
 _LOG4J2_CONFIG = """status = warn
 rootLogger.level = warn
@@ -121,7 +123,8 @@ class EmbeddedZooKeeper:
     """A standalone ZooKeeper server in a child JVM; also a context manager.
 
     ``tick_time_ms`` bounds session timeouts to [2, 20] ticks unless ``max_session_timeout_ms`` is given;
-    tests use a short tick so that expiry costs well under a second.
+    tests use a short tick so that expiry costs well under a second. ``sasl_users`` (user → password) turns on
+    SASL/digest logins, as a secured Kafka's ZooKeeper runs; clients without credentials are still served.
     """
 
     def __init__(
@@ -131,8 +134,10 @@ class EmbeddedZooKeeper:
         host: str = "127.0.0.1",
         tick_time_ms: int = 2000,
         max_session_timeout_ms: int | None = None,
+        sasl_users: Mapping[str, str] | None = None,
     ):
         self.host = host
+        self.sasl_users = dict(sasl_users or {})
         self.port = port or free_port(host)
         self.tick_time_ms = tick_time_ms
         self.max_session_timeout_ms = max_session_timeout_ms or 20 * tick_time_ms
@@ -164,14 +169,28 @@ class EmbeddedZooKeeper:
                     "maxClientCnxns=0",
                     "admin.enableServer=false",
                     "4lw.commands.whitelist=srvr,ruok,stat,cons,mntr",
+                    *([f"authProvider.1={SASL_AUTHENTICATION_PROVIDER}"] if self.sasl_users else []),
                     "",
                 ]
             )
         )
         return config
 
+    def _sasl_options(self) -> list[str]:
+        """The JVM options of SASL/digest logins: a JAAS file with a ``Server`` section of the users."""
+        if not self.sasl_users:
+            return []
+        users = "".join(f'\n  user_{name}="{password}"' for name, password in self.sasl_users.items())
+        jaas = self.data_dir / "zookeeper_jaas.conf"
+        jaas.write_text(f"Server {{\n  org.apache.zookeeper.server.auth.DigestLoginModule required{users};\n}};\n")
+        return [
+            f"-Djava.security.auth.login.config={jaas}",
+            f"-Dzookeeper.authProvider.1={SASL_AUTHENTICATION_PROVIDER}",
+        ]
+
     def start(self, timeout: float = 60.0) -> "EmbeddedZooKeeper":
         """Start the JVM and wait until ``srvr`` reports ``Mode: standalone``."""
+        config = self._write_config()
         command = [
             find_java(),
             "-Xmx256m",
@@ -179,11 +198,11 @@ class EmbeddedZooKeeper:
             "-XX:TieredStopAtLevel=1",
             f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.properties'}",
             "-Dzookeeper.admin.enableServer=false",
+            *self._sasl_options(),
             "-cp",
             find_zookeeper_classpath(),
             "org.apache.zookeeper.server.ZooKeeperServerMain",
         ]
-        config = self._write_config()
         with open(self.log_path, "ab") as log_file:
             self._process = subprocess.Popen(
                 [*command, str(config)],

@@ -23,6 +23,9 @@ from kazoo.client import KazooClient
 from kazoo.handlers.gevent import SequentialGeventHandler
 from kazoo.retry import KazooRetry
 
+from zkcoord.zk.acl import kazoo_client
+from zkcoord.zk.credentials import UNSECURED, ZooKeeperSecurity
+
 log = logging.getLogger(__name__)
 
 _start_new_thread = monkey.get_original("_thread", "start_new_thread")
@@ -139,14 +142,16 @@ class HubThread:
             log.warning("hub thread %s did not stop within %.1fs", self.name, timeout)
 
 
-def make_kazoo_client(connect: str, session_timeout_ms: int) -> KazooClient:
-    """A gevent kazoo client that reconnects forever; ``connect`` may end in a chroot.
+def make_kazoo_client(connect: str, session_timeout_ms: int, security: ZooKeeperSecurity = UNSECURED) -> KazooClient:
+    """A gevent kazoo client that reconnects forever; ``connect`` may end in a chroot; ``security`` gives its
+    credentials and ACLs (:mod:`zkcoord.zk.acl`).
 
     Create it in the thread whose hub it will use.
     """
     handler = SequentialGeventHandler()
-    return KazooClient(
-        hosts=connect,
+    return kazoo_client(
+        connect,
+        security,
         timeout=session_timeout_ms / 1000.0,
         handler=handler,
         connection_retry=KazooRetry(max_tries=-1, delay=0.05, max_delay=1.0, sleep_func=handler.sleep_func),
