@@ -60,6 +60,7 @@ bench: setup
 	$(BIN)/python benchmarks/gateway.py
 	$(BIN)/python benchmarks/gateway_failover.py
 	$(BIN)/python benchmarks/member_migration.py
+	$(BIN)/python benchmarks/security.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -42,6 +42,7 @@ import pstats
 import queue
 import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -128,11 +129,24 @@ def process_cpu_seconds(pid: int) -> float:
 
 
 class Server:
-    """The coordinator node's process; its stdout carries the serving line and the JSON answers to signals."""
+    """The coordinator node's process; its stdout carries the serving line and the JSON answers to signals.
 
-    def __init__(self, root: Path, connect: str, profile: Path):
+    ``overrides`` are node properties beside group.initial.rebalance.delay.ms=100; ``create_connection`` is how
+    this process reaches the node (a secured listener's connector).
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        connect: str,
+        profile: Path,
+        overrides: dict[str, str] | None = None,
+        create_connection=socket.create_connection,
+    ):
         self.log_path = root / "server.log"
         self.profile_path = profile
+        self.create_connection = create_connection
+        settings = {"group.initial.rebalance.delay.ms": "100", **(overrides or {})}
         self._lines: queue.Queue = queue.Queue()
         command = [
             sys.executable,
@@ -144,10 +158,9 @@ class Server:
             connect,
             "--log-dir",
             str(root / "offsets"),
-            "--override",
-            "group.initial.rebalance.delay.ms=100",
             "--profile",
             str(profile),
+            *itertools.chain.from_iterable(("--override", f"{key}={value}") for key, value in settings.items()),
         ]
         with open(self.log_path, "ab") as log_file:
             self.process = subprocess.Popen(
@@ -207,7 +220,7 @@ class Server:
 
     def wait_topics(self, topics: dict[str, int], timeout: float = 30) -> None:
         deadline = time.monotonic() + timeout
-        with WireConnection(*self.address) as conn:
+        with WireConnection(*self.address, create_connection=self.create_connection) as conn:
             while True:
                 answer = conn.call("Metadata", topics=sorted(topics))["topics"]
                 if all(t["error_code"] == 0 and len(t["partitions"]) == topics[t["name"]] for t in answer):
@@ -370,23 +383,30 @@ def measure(
     workers = Workers(kind, params)
     try:
         workers.collect("ready", timeout=180)
-        start_at = time.monotonic() + scale.warmup_seconds
-        end_at = start_at + scale.measure_seconds
-        workers.go(start_at, end_at)
-        roles = {"server": [server.process.pid] if server is not None else [], "load generators": workers.pids}
-        roles["zookeeper"] = [zookeeper_pid]
-        time.sleep(max(0.0, start_at - time.monotonic()))
-        cpu = CpuWindow(roles)
-        before = server.stats() if server is not None else {}
-        if profile and server is not None:
-            server.profile_start()
-        time.sleep(max(0.0, end_at - time.monotonic()))
-        cpu.stop()
-        stats = server.profile_stop() if profile and server is not None else None
-        after = server.stats() if server is not None else {}
-        results = workers.collect("result", timeout=120)
+        return measure_window(workers, scale, server, zookeeper_pid, profile)
     finally:
         workers.close()
+
+
+def measure_window(
+    workers: Workers, scale: Scale, server: Server | None, zookeeper_pid: int, profile: bool = False
+) -> Throughput:
+    """One window of load generators that are ready: what :func:`measure` does once they have set up."""
+    start_at = time.monotonic() + scale.warmup_seconds
+    end_at = start_at + scale.measure_seconds
+    workers.go(start_at, end_at)
+    roles = {"server": [server.process.pid] if server is not None else [], "load generators": workers.pids}
+    roles["zookeeper"] = [zookeeper_pid]
+    time.sleep(max(0.0, start_at - time.monotonic()))
+    cpu = CpuWindow(roles)
+    before = server.stats() if server is not None else {}
+    if profile and server is not None:
+        server.profile_start()
+    time.sleep(max(0.0, end_at - time.monotonic()))
+    cpu.stop()
+    stats = server.profile_stop() if profile and server is not None else None
+    after = server.stats() if server is not None else {}
+    results = workers.collect("result", timeout=120)
     errors: dict = {}
     for result in results:
         for code, count in result["errors"].items():

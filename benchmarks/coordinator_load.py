@@ -11,7 +11,9 @@ Every other function here is the body of a load-generator process started with m
 connects, sets up, reports ``("ready", info)`` on its outbox, waits for ``("go", start_at, end_at)`` (times of
 ``time.monotonic``, which is one clock for every process of the machine), counts what completes inside that
 window, and reports ``("result", ...)``. Clients are gevent greenlets on gevent sockets (no monkey-patching),
-members follow the real group protocol (wire-protocol.md §3, §4).
+members follow the real group protocol (wire-protocol.md §3, §4). The heartbeat and commit loads connect as
+their ``security`` parameter says (Kafka client properties, as a ``--command-config`` file holds them: TLS, SASL),
+plaintext without it.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import msgpack
 from gevent import socket as gsocket
 
 from zkcoord.model import TopicPartition
+from zkcoord.security.client import ClientSecurity, Connect
 from zkcoord.wire.consumer_protocol import (
     Assignment,
     Subscription,
@@ -58,11 +61,16 @@ def frame(api: str, correlation_id: int, **fields) -> bytes:
     return _LENGTH.pack(len(body)) + body
 
 
+def connector(params: dict) -> Connect:
+    """A gevent ``create_connection`` that sets up TLS and SASL as ``params["security"]`` says (plaintext without)."""
+    return ClientSecurity.from_properties(params.get("security", {})).connector(gsocket.create_connection)
+
+
 class Connection:
     """One connection on gevent sockets: ``call`` one request at a time, or ``send``/``read_some`` pipelined."""
 
-    def __init__(self, address: tuple[str, int]):
-        self.sock = gsocket.create_connection(address, timeout=60)
+    def __init__(self, address: tuple[str, int], connect: Connect = gsocket.create_connection):
+        self.sock = connect(address, timeout=60)
         self.sock.setsockopt(gsocket.IPPROTO_TCP, gsocket.TCP_NODELAY, 1)
         self._buffer = bytearray()
         self._correlation = 0
@@ -186,8 +194,9 @@ class Member:
         interval_ms: int,
         rebalance_timeout_ms: int = 60_000,
         on_synced: Callable[[Member], None] | None = None,
+        connect: Connect = gsocket.create_connection,
     ):
-        self.conn = Connection(address)
+        self.conn = Connection(address, connect)
         self.group = group
         self.topics = topics
         self.session_timeout_ms = session_timeout_ms
@@ -328,16 +337,19 @@ def process_cpu() -> float:
 def heartbeat_load(params: dict, inbox, outbox) -> None:
     """Join ``members`` members to each group (one connection each), then pipeline heartbeats for all of them over
     ``connections`` connections, ``depth`` in flight on each."""
-    address = tuple(params["address"])
+    address, connect = tuple(params["address"]), connector(params)
     topics = {params["topic"]: params["partitions"]}
     joined: list[tuple[str, str, int]] = []
     for group in params["groups"]:
-        members = [Member(address, group, topics, params["session_timeout_ms"], 3000) for _ in range(params["members"])]
+        members = [
+            Member(address, group, topics, params["session_timeout_ms"], 3000, connect=connect)
+            for _ in range(params["members"])
+        ]
         generation = join_and_settle(members)
         joined.extend((group, m.member_id, generation) for m in members)
         for member in members:
             member.conn.close()
-    conns = [Connection(address) for _ in range(params["connections"])]
+    conns = [Connection(address, connect) for _ in range(params["connections"])]
     outbox.put(("ready", {"members": len(joined), "connections": len(conns)}))
     _, start_at, end_at = inbox.get()
 
@@ -368,9 +380,9 @@ def heartbeat_load(params: dict, inbox, outbox) -> None:
 def commit_load(params: dict, inbox, outbox) -> None:
     """Simple (generation -1) OffsetCommits, one group per connection, ``partitions_per_request`` partitions each
     (a sliding window over the topic's partitions), ``depth`` in flight per connection."""
-    address = tuple(params["address"])
+    address, connect = tuple(params["address"]), connector(params)
     topic, topic_partitions, per_request = params["topic"], params["topic_partitions"], params["partitions_per_request"]
-    conns = [Connection(address) for _ in params["groups"]]
+    conns = [Connection(address, connect) for _ in params["groups"]]
     outbox.put(("ready", {"connections": len(conns)}))
     _, start_at, end_at = inbox.get()
 
