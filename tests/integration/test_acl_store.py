@@ -105,15 +105,19 @@ def test_a_started_store_follows_the_writers(zk, started_store):
     assert authorizer.patterns() == [ResourcePattern("Topic", "*")]
 
 
-def test_the_store_loads_what_exists_and_skips_foreign_data(zk, caplog):
+def test_the_store_loads_what_exists_skips_foreign_data_and_denies_what_it_cannot_read(zk, caplog):
     add_acls(zk, GROUP, [ALICE_READ])
     zk.create("/kafka-acl/Group/broken", b"{not json", makepath=True)
     zk.create("/kafka-acl/Planet/earth", b'{"version":1,"acls":[]}', makepath=True)
-    store = AclStore(zk, Authorizer())
+    store = AclStore(zk, Authorizer(allow_everyone_if_no_acl_found=True))
     with caplog.at_level(logging.WARNING, logger="zkcoord.zk.acls"):
         store.start()
         try:
-            assert store.authorizer.patterns() == [GROUP]
+            broken = ResourcePattern("Group", "broken")
+            assert store.authorizer.patterns() == [broken, GROUP]
+            # Closed, not open to everyone as a resource without ACLs would be here.
+            assert not store.authorizer.authorize("User:alice", "h", "Read", "Group", "broken")
+            assert store.authorizer.authorize("User:alice", "h", "Read", "Group", "unknown")
             zk.create("/kafka-acl-changes/acl_changes_", b"no separator", sequence=True)
             zk.create("/kafka-acl-changes/acl_changes_", b"GROUP:broken", sequence=True)
             add_acls(zk, ResourcePattern("Group", "later"), [BOB_READ])  # a good change after the bad ones

@@ -106,7 +106,8 @@ def alice_certificate_subject(certificates) -> str:
         certificate = next(
             c for c in x509.load_pem_x509_certificates(pem.read()) if "alice" in c.subject.rfc4514_string()
         )
-    return certificate.subject.rfc4514_string()  # RFC 4514 keeps RFC 2253's order: Kafka's DEFAULT principal
+    # RFC 4514 keeps RFC 2253's order; Java's X500Principal (Kafka's DEFAULT principal) escapes every "#" too.
+    return certificate.subject.rfc4514_string().replace("#", "\\#")
 
 
 def rdkafka(node, certificates, user: str, password: str, mechanism: str = "SCRAM-SHA-256") -> dict:

@@ -7,6 +7,7 @@ import pytest
 
 from zkcoord import cli
 from zkcoord.auth.scram import make_credential
+from zkcoord.testing.zookeeper import wait_until
 from zkcoord.zk import layout, users
 
 USER = "alice smith@example.com"
@@ -111,3 +112,20 @@ def test_bad_input_is_a_clear_error_and_exit_2(zk, zk_connect, capsys, argv, mes
     assert code == 2
     assert message in err
     assert zk.exists("/config") is None
+
+
+def test_watched_credentials_follow_changes_without_a_read_per_login(zk):
+    credentials = users.WatchedCredentials(zk)
+    assert credentials("nobody", "SCRAM-SHA-256") is None  # no znode: nothing kept, nothing watched
+    first = make_credential("SCRAM-SHA-256", "one")
+    users.set_scram_credential(zk, "dora", "SCRAM-SHA-256", first)
+    assert credentials("dora", "SCRAM-SHA-256") == first
+    second = make_credential("SCRAM-SHA-256", "two")
+    users.set_scram_credential(zk, "dora", "SCRAM-SHA-256", second)
+    wait_until(lambda: credentials("dora", "SCRAM-SHA-256") == second, what="the changed credential")
+    zk.set(layout.user_config_path("dora"), b"{not json")
+    wait_until(lambda: credentials("dora", "SCRAM-SHA-256") is None, what="an unreadable credential to count as none")
+    zk.delete(layout.user_config_path("dora"))
+    wait_until(lambda: credentials("dora", "SCRAM-SHA-256") is None, what="the deleted user")
+    users.set_scram_credential(zk, "dora", "SCRAM-SHA-256", first)
+    assert credentials("dora", "SCRAM-SHA-256") == first  # watched again from its next login

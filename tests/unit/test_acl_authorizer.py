@@ -391,3 +391,15 @@ def test_foreign_data_raises_only_value_error(data):
     for decode in (decode_acls, decode_literal_change, decode_extended_change):
         with contextlib.suppress(ValueError):  # anything else escapes and fails the test
             decode(data)
+
+
+def test_a_client_given_name_of_megabytes_is_decided_by_the_prefixes_that_exist_not_by_its_every_prefix():
+    # A check once looked up each of a name's prefixes: a 2 MB group id stalled the node for hours (pytest's
+    # timeout fails this test then).
+    authorizer = Authorizer()
+    authorizer.set_acls(ResourcePattern("Group", "team-", "PREFIXED"), {Acl("User:a", "*", "Read", "Allow")})
+    huge = "team-" + "x" * 2_000_000
+    assert authorizer.authorize("User:a", "10.0.0.1", "Read", "Group", huge)
+    assert not authorizer.authorize("User:a", "10.0.0.1", "Read", "Group", "x" + huge)
+    authorizer.set_acls(ResourcePattern("Group", "team-", "PREFIXED"), ())
+    assert not authorizer.any_acl_on("Group", huge)

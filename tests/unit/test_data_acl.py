@@ -171,6 +171,19 @@ def test_a_fetch_needs_read_on_each_topic():
     assert to_plain(verdict.reply(session_error))["responses"] == []  # answered as the broker answered
 
 
+def test_no_fetch_session_is_let_exist_so_none_can_be_borrowed():
+    # A session is not bound to a principal: the broker would serve its partitions to whoever names it.
+    everything = _allow(("Read", "Topic", "orders"), ("Read", "Topic", "secret"))
+    assert _check(1, 12, _fetch(), everything) is None  # sessionless: forwarded as it is
+    asking = _check(1, 12, {**_fetch(), "session_epoch": 0}, everything)
+    assert _forwarded(asking)[1]["session_epoch"] == -1 and not asking.denials
+    reduced = _check(1, 12, {**_fetch(), "session_epoch": 0}, _allow(("Read", "Topic", "orders")))
+    assert _forwarded(reduced)[1]["session_epoch"] == -1 and [t["topic"] for t in _forwarded(reduced)[1]["topics"]] == [
+        "orders"
+    ]
+    assert _check(1, 12, {**_fetch(), "session_id": 123456789, "session_epoch": 7}, everything) == Verdict(close=True)
+
+
 def test_a_follower_fetch_needs_cluster_action_and_a_fetch_by_topic_id_is_not_taken():
     follower = _check(1, 12, _fetch(replica_id=3), _allow(("Read", "Topic", "orders"), ("Read", "Topic", "secret")))
     assert follower.denials == (Denial("ClusterAction", "Cluster", "kafka-cluster"),)

@@ -72,6 +72,18 @@ def test_the_principal_of_a_certificate_is_its_subject_in_rfc_2253_order():
     assert certificate_principal(None) == certificate_principal({}) == ANONYMOUS
 
 
+@pytest.mark.parametrize(
+    ("subject", "java"),  # what Java's X500Principal.getName() gives for these subjects (Kafka's principal)
+    [
+        (((("commonName", "a=b"),), (("organizationalUnitName", "x#y"),)), r"OU=x\#y,CN=a\=b"),
+        (((("commonName", "alice"),), (("emailAddress", "a@b.c"),)), "1.2.840.113549.1.9.1=#16056140622e63,CN=alice"),
+        (((("commonName", "alice"),), (("serialNumber", "12"),)), "2.5.4.5=#13023132,CN=alice"),
+    ],
+)
+def test_a_certificates_principal_is_spelt_as_java_spells_it(subject, java):
+    assert certificate_principal({"subject": subject}) == f"User:{java}"
+
+
 def test_pem_files_and_inline_pem_give_the_same_server_and_a_client_trusts_it(tmp_path):
     authority = trustme.CA()
     server = authority.issue_cert("localhost")

@@ -358,6 +358,9 @@ class Authorizer:
         self.super_users = frozenset(parse_principal(principal) for principal in super_users)
         self.allow_everyone_if_no_acl_found = allow_everyone_if_no_acl_found
         self._acls: dict[_Key, frozenset[Acl]] = {}
+        # Resource type → its prefixed patterns' names, replaced whole on a change: a check tests these few
+        # prefixes, never every prefix of a (possibly huge, client-given) name.
+        self._prefixes: dict[str, frozenset[str]] = {}
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, str]) -> "Authorizer":
@@ -375,6 +378,10 @@ class Authorizer:
             self._acls[key] = entries
         else:
             self._acls.pop(key, None)
+        if pattern.pattern_type == PREFIXED:
+            prefixes = self._prefixes.get(pattern.resource_type, frozenset())
+            prefixes = prefixes | {pattern.name} if entries else prefixes - {pattern.name}
+            self._prefixes[pattern.resource_type] = prefixes
 
     def acls(self, pattern: ResourcePattern) -> frozenset[Acl]:
         return self._acls.get((pattern.resource_type, pattern.pattern_type, pattern.name), frozenset())
@@ -386,8 +393,9 @@ class Authorizer:
     def matching_acls(self, resource_type: str, name: str) -> list[Acl]:
         """The ACLs of every pattern that applies to the resource: its prefixes, the wildcard, its literal name."""
         found: list[Acl] = []
-        for prefix_end in range(1, len(name) + 1):
-            found.extend(self._acls.get((resource_type, PREFIXED, name[:prefix_end]), ()))
+        for prefix in self._prefixes.get(resource_type, ()):
+            if name.startswith(prefix):
+                found.extend(self._acls.get((resource_type, PREFIXED, prefix), ()))
         found.extend(self._acls.get((resource_type, LITERAL, WILDCARD_RESOURCE), ()))
         found.extend(self._acls.get((resource_type, LITERAL, name), ()))
         return found

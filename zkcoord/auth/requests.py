@@ -39,7 +39,6 @@ from zkcoord.wire.kafka.acl import (
 
 _GROUP_DENIED = ErrorCode.GROUP_AUTHORIZATION_FAILED
 _TOPIC_DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-_GROUP_KEY = 0
 
 
 def _unchanged(answer: m.Response | None) -> m.Response:
@@ -125,8 +124,9 @@ def _group_read(request, allowed: Allowed) -> Authorized:
 
 
 def _find_coordinator(request: m.FindCoordinatorRequest, allowed: Allowed) -> Authorized:
-    # Other key types are not the coordinator's: the core refuses them before any check could matter.
-    if request.key_type != _GROUP_KEY or allowed(DESCRIBE, GROUP, request.key):
+    # The core places every key as a group's (the Kafka listener forwards transactional keys before this), so
+    # every key type needs what a group's lookup needs.
+    if allowed(DESCRIBE, GROUP, request.key):
         return Authorized(request)
     refusal = m.FindCoordinatorResponse(error_code=_GROUP_DENIED, node_id=-1, host="", port=-1)
     return _refused(Denial(DESCRIBE, GROUP, request.key), refusal)

@@ -112,22 +112,39 @@ def client_context(
     return context
 
 
+# Attributes without an RFC 2253 keyword: Java writes them as OID=#<DER of the value> (tag, length, bytes).
+_HEX_ENCODED = {"emailAddress": ("1.2.840.113549.1.9.1", 0x16), "serialNumber": ("2.5.4.5", 0x13)}
+
+
 def _escaped(value: str) -> str:
-    escaped = "".join(f"\\{char}" if char in ',+"\\<>;' else char for char in value)
-    if escaped.startswith(("#", " ")):
+    # Java's X500Principal.getName() escapes = and # too, wherever they are.
+    escaped = "".join(f"\\{char}" if char in ',+"\\<>;=#' else char for char in value)
+    if escaped.startswith(" "):
         escaped = "\\" + escaped
     if escaped.endswith(" ") and not escaped.endswith("\\ "):
         escaped = escaped[:-1] + "\\ "
     return escaped
 
 
+def _der_hex(tag: int, value: str) -> str:
+    data = value.encode()
+    length = bytes([len(data)]) if len(data) < 128 else bytes([0x80 | 2]) + len(data).to_bytes(2, "big")
+    return "#" + (bytes([tag]) + length + data).hex()
+
+
+def _attribute(key: str, value: str) -> str:
+    if key in _HEX_ENCODED:
+        oid, tag = _HEX_ENCODED[key]
+        return f"{oid}={_der_hex(tag, value)}"
+    return f"{_RFC2253_KEYWORDS.get(key, key)}={_escaped(value)}"
+
+
 def certificate_principal(certificate: dict | None) -> str:
-    """``User:<subject DN>`` as Kafka's default principal builder names a TLS client (RFC 2253: most specific
-    first, ``CN=alice,OU=eng,O=example``); ANONYMOUS without a certificate."""
+    """``User:<subject DN>`` as Kafka's default principal builder names a TLS client (Java's RFC 2253 form: most
+    specific first, ``CN=alice,OU=eng,O=example``); ANONYMOUS without a certificate."""
     if not certificate or not certificate.get("subject"):
         return ANONYMOUS
-    relative_names = []
-    for relative_name in reversed(certificate["subject"]):
-        attributes = [f"{_RFC2253_KEYWORDS.get(key, key)}={_escaped(value)}" for key, value in relative_name]
-        relative_names.append("+".join(attributes))
+    relative_names = [
+        "+".join(_attribute(key, value) for key, value in rdn) for rdn in reversed(certificate["subject"])
+    ]
     return "User:" + ",".join(relative_names)

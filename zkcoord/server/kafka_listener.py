@@ -63,6 +63,7 @@ _MAX_IN_FLIGHT = 128  # answers a connection may owe before it stops reading
 _NEVER_FORWARDED_OLD = REWRITTEN | versions.SERVED.keys() | versions.REFUSED
 _GROUP_KEY, _TRANSACTION_KEY = 0, 1
 _SEND_TIMEOUT_S = 30.0  # a peer that reads nothing for this long is dropped (the msgpack listener's bound too)
+SASL_MAX_RECEIVE_BYTES = 524_288  # Kafka's sasl.server.max.receive.size
 _CLOSE = b""  # a slot's value that closes the connection once the answers before it are written
 
 
@@ -197,7 +198,7 @@ class _Connection:
         self.greenlets.append(writer)
         try:
             while not writer.dead:
-                frame = read_frame(self.sock, self.listener.max_request_bytes)
+                frame = read_frame(self.sock, self._frame_bound())
                 if frame is None:
                     break
                 self.listener.requests_total += 1
@@ -213,6 +214,13 @@ class _Connection:
         with contextlib.suppress(ConnectionError):
             self._answer(_CLOSE)
         writer.join(timeout=_SEND_TIMEOUT_S)
+
+    def _frame_bound(self) -> int:
+        """The largest frame read now: Kafka's ``sasl.server.max.receive.size`` until SASL completes, so that an
+        unauthenticated peer cannot make the node allocate ``socket.request.max.bytes`` per connection."""
+        if self.security is not None and not self.security.authenticated:
+            return min(SASL_MAX_RECEIVE_BYTES, self.listener.max_request_bytes)
+        return self.listener.max_request_bytes
 
     def close(self) -> None:
         gevent.killall([g for g in self.greenlets if g is not gevent.getcurrent()], block=False)

@@ -52,7 +52,7 @@ from zkcoord.zk.election import PartitionElection
 from zkcoord.zk.leader_znodes import ensure_partition_count
 from zkcoord.zk.nodes import NodeRegistry, previous_session_wait_s
 from zkcoord.zk.session import make_kazoo_client
-from zkcoord.zk.users import scram_credential
+from zkcoord.zk.users import WatchedCredentials
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +124,7 @@ class CoordinatorNode:
             ),
         )
         self.authorizer = _authorizer(config.security)
+        self._credentials: WatchedCredentials | None = None  # once ZooKeeper is connected
         self.acls: AclStore | None = None
         self.server = WireServer(
             host,
@@ -181,6 +182,7 @@ class CoordinatorNode:
         self.mirror.start(self.zk)
         self.bridge.start(self.zk)
         ensure_partition_count(self.zk, server.root, self.config.coordinator.offsets_topic_num_partitions)
+        self._credentials = WatchedCredentials(self.zk)
         if self.authorizer is not None:
             self.acls = AclStore(self.zk, self.authorizer)
             self.acls.start()  # before the listeners: no request is checked against ACLs not yet read
@@ -239,7 +241,9 @@ class CoordinatorNode:
         )
 
     def _scram_credential(self, user: str, mechanism: str):
-        return None if self.zk is None else scram_credential(self.zk, user, mechanism)
+        if self._credentials is None:
+            return None
+        return self._credentials(user, mechanism)
 
     @staticmethod
     def _warn_if_open(host: str, security: ListenerSecurity | None) -> None:

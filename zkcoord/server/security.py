@@ -15,6 +15,7 @@ import socket
 from collections.abc import Callable
 from typing import NamedTuple
 
+import gevent
 from gevent import ssl as gevent_ssl
 
 from zkcoord.auth.acls import Authorizer, kafka_host_address
@@ -89,9 +90,10 @@ class ListenerSecurity:
         security state. Raises OSError (ssl.SSLError among them) when the TLS handshake fails."""
         principal = ANONYMOUS
         if self.context is not None:
-            sock.settimeout(self.handshake_timeout_s)
-            sock = self.context.wrap_socket(sock, server_side=True)
-            sock.settimeout(None)
+            # One deadline for the whole handshake: a socket timeout bounds each read, and a peer that trickles
+            # its ClientHello a byte at a time would hold its connection slot for hours.
+            with gevent.Timeout(self.handshake_timeout_s, TimeoutError("TLS handshake not done in time")):
+                sock = self.context.wrap_socket(sock, server_side=True)
             if not self.settings.sasl:
                 principal = certificate_principal(sock.getpeercert())
         return sock, ConnectionSecurity(self, kafka_host_address(peer[0]), principal)
@@ -117,7 +119,7 @@ class ConnectionSecurity:
         if self.authenticated or self._sasl is not None:
             return ErrorCode.ILLEGAL_SASL_STATE, mechanisms
         if mechanism not in mechanisms:
-            log.info("SASL mechanism %s is not enabled peer=%s", mechanism, self.host)
+            log.info("SASL mechanism %r is not enabled peer=%s", mechanism, self.host)
             return ErrorCode.UNSUPPORTED_SASL_MECHANISM, mechanisms
         self._sasl = SaslServer(mechanism, self.listener.scram_credentials, self.listener.plain_users)
         return ErrorCode.NONE, mechanisms

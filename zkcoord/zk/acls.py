@@ -27,6 +27,8 @@ from zkcoord.auth.acls import (
     PATTERN_TYPES,
     PREFIXED,
     RESOURCE_TYPES,
+    WILDCARD_HOST,
+    WILDCARD_PRINCIPAL,
     Acl,
     Authorizer,
     ResourcePattern,
@@ -93,8 +95,13 @@ def read_acls(zk: KazooClient, pattern: ResourcePattern) -> tuple[Acls, int | No
         raise ValueError(f"{path}: {error}") from None
 
 
-def read_all_acls(zk: KazooClient, pattern_types: Iterable[str] = PATTERN_TYPES) -> dict[ResourcePattern, Acls]:
-    """Every stored pattern with ACLs; what cannot be read (unknown type, bad JSON) is logged by path and skipped."""
+def read_all_acls(
+    zk: KazooClient,
+    pattern_types: Iterable[str] = PATTERN_TYPES,
+    unreadable: Callable[[ResourcePattern], None] = lambda _pattern: None,
+) -> dict[ResourcePattern, Acls]:
+    """Every stored pattern with ACLs; what cannot be read (unknown type, bad JSON) is logged by path and skipped,
+    and a pattern whose ACLs cannot be read is handed to ``unreadable``."""
     found: dict[ResourcePattern, Acls] = {}
     for pattern_type in pattern_types:
         root = STORE_ROOTS[pattern_type]
@@ -119,6 +126,7 @@ def read_all_acls(zk: KazooClient, pattern_types: Iterable[str] = PATTERN_TYPES)
                     continue
                 except ValueError as error:
                     log.warning("skipping unreadable ACLs znode=%s error=%s", resource_path(pattern), error)
+                    unreadable(pattern)
                     continue
                 if acls:
                     found[pattern] = acls
@@ -126,6 +134,7 @@ def read_all_acls(zk: KazooClient, pattern_types: Iterable[str] = PATTERN_TYPES)
 
 
 EVERY_PATTERN = ResourcePatternFilter()
+UNREADABLE_ACLS: Acls = frozenset({Acl(WILDCARD_PRINCIPAL, WILDCARD_HOST, "All", "Deny")})
 
 
 def list_acls(zk: KazooClient, pattern_filter: ResourcePatternFilter = EVERY_PATTERN) -> dict[ResourcePattern, Acls]:
@@ -268,13 +277,29 @@ class AclStore:
                 self._events.put(item)
 
     def _load_everything(self) -> None:
-        loaded = read_all_acls(self.zk)
+        unreadable: list[ResourcePattern] = []
+        loaded = read_all_acls(self.zk, unreadable=unreadable.append)
+        for pattern in unreadable:
+            loaded[pattern] = self._unreadable(pattern, "")
         for pattern in self.authorizer.patterns():
             if pattern not in loaded:
                 self.authorizer.set_acls(pattern, ())
         for pattern, acls in loaded.items():
             self.authorizer.set_acls(pattern, acls)
         log.info("loaded ACLs patterns=%d", len(loaded))
+
+    def _unreadable(self, pattern: ResourcePattern, error: object) -> Acls:
+        """The ACLs a resource keeps while its znode cannot be read: those it had, else a Deny of everything to
+        everyone but super users. Kafka's broker does not start on such a znode; dropping its ACLs instead would
+        drop its Denies too, or open it under allow.everyone.if.no.acl.found."""
+        previous = self.authorizer.acls(pattern)
+        log.error(
+            "ACLs of %s cannot be read%s; %s until the znode is fixed",
+            pattern.describe(),
+            f" ({error})" if error else "",
+            "keeping the previous ones" if previous else "denying everything on it",
+        )
+        return previous or UNREADABLE_ACLS
 
     def _follow_changes(self, pattern_type: str) -> None:
         """Re-read the resources that notifications newer than the last seen name; purge expired notifications."""
@@ -306,8 +331,7 @@ class AclStore:
         try:
             acls, _ = read_acls(self.zk, pattern)
         except ValueError as error:
-            log.warning("keeping the previous ACLs of %s: %s", pattern.describe(), error)
-            return
+            acls = self._unreadable(pattern, error)
         self.authorizer.set_acls(pattern, acls)
         log.info("ACLs changed resource=%s acls=%d", pattern.describe(), len(acls))
 

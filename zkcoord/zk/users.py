@@ -38,14 +38,57 @@ def _read_config(zk: KazooClient, user: str) -> tuple[dict[str, str], int | None
 
 def scram_credential(zk: KazooClient, user: str, mechanism: str) -> ScramCredential | None:
     """``user``'s credential for ``mechanism``; None when there is none or it cannot be read (logged)."""
-    path = layout.user_config_path(user)
     try:
         config, _ = _read_config(zk, user)
-        text = config.get(mechanism)
-        return None if text is None else ScramCredential.parse(text)
-    except (ZnodeDecodeError, InvalidCredentialError) as error:
-        log.warning("unreadable %s credential in %s: %s", mechanism, path, error)
+    except ZnodeDecodeError as error:
+        log.warning("unreadable %s credential in %s: %s", mechanism, layout.user_config_path(user), error)
         return None
+    return _credential(config, user, mechanism)
+
+
+def _credential(config: Mapping[str, str], user: str, mechanism: str) -> ScramCredential | None:
+    text = config.get(mechanism)
+    try:
+        return None if text is None else ScramCredential.parse(text)
+    except InvalidCredentialError as error:
+        log.warning("unreadable %s credential in %s: %s", mechanism, layout.user_config_path(user), error)
+        return None
+
+
+class WatchedCredentials:
+    """SCRAM credentials as a node serves logins, kept in memory as Kafka's brokers keep them: a user's config is
+    read at its first login, then kept current by a watch on its znode, so a login reads no ZooKeeper and a changed
+    or deleted credential applies from the next login. A name without a znode is not kept (a made-up name costs a
+    read and holds no watch). Call it as ``credentials(user, mechanism)``."""
+
+    def __init__(self, zk: KazooClient):
+        self._zk = zk
+        self._configs: dict[str, Mapping[str, str]] = {}
+
+    def __call__(self, user: str, mechanism: str) -> ScramCredential | None:
+        config = self._configs.get(user)
+        if config is None:
+            config = self._watch(user)
+        return None if config is None else _credential(config, user, mechanism)
+
+    def _watch(self, user: str) -> Mapping[str, str] | None:
+        path = layout.user_config_path(user)
+        if self._zk.exists(path) is None:
+            return None
+
+        def on_change(data: bytes | None, _stat) -> bool | None:
+            if data is None:  # deleted: forget the user and stop watching
+                self._configs.pop(user, None)
+                return False
+            try:
+                self._configs[user] = layout.decode_entity_config(path, data)
+            except ZnodeDecodeError as error:
+                log.warning("unreadable credentials in %s: %s", path, error)
+                self._configs[user] = {}
+            return None
+
+        self._zk.DataWatch(path, on_change)
+        return self._configs.get(user)
 
 
 def describe_users(zk: KazooClient, user: str | None = None) -> dict[str, dict[str, int]]:

@@ -293,8 +293,24 @@ def _refused_topic(topic: dict, by_id: bool) -> dict:
     }
 
 
+def _fetch(header: RequestHeader, body: dict, allowed: Allowed) -> Verdict | None:
+    """Fetch's topics as the other data APIs', and no fetch session (KIP-227): a session is not bound to a principal,
+    and the broker re-checks its partitions against the gateway's principal only, so a client that guessed another's
+    session id would read what it may not. A full fetch asking for a new session (epoch 0) goes as a sessionless one
+    (epoch -1): the broker answers session id 0 and the client goes on with full fetches, each checked here. A fetch
+    naming a session, which the gateway never let exist, closes the connection."""
+    if body.get("session_id", 0) != 0:
+        return Verdict(close=True)
+    if body.get("session_epoch", -1) != 0:
+        return _per_topic(header, body, allowed)
+    sessionless = {**body, "session_epoch": -1}
+    verdict = _per_topic(header, sessionless, allowed)
+    return Verdict(forward=reencoded(header, sessionless)) if verdict is None else verdict
+
+
 _BODY_CHECKS: dict[int, Callable[[RequestHeader, dict, Allowed], Verdict | None]] = {
     **dict.fromkeys(_PER_TOPIC, _per_topic),
+    FETCH: _fetch,
     METADATA: _metadata,
     **txn_acl.CHECKS,
     **admin_acl.CHECKS,
