@@ -5,6 +5,7 @@ import signal
 import pytest
 from hypothesis import settings
 from kazoo.client import KazooClient
+from spark_support import SMALL_JOBS
 
 from zkcoord.testing.zookeeper import fresh_chroot, zookeeper_for_tests
 
@@ -31,9 +32,8 @@ def spark():
     from zkcoord.pipeline.spark import spark_session
 
     session = spark_session("zkcoord-tests", "local[2]")
-    # Interpreted expressions: compiling generated code costs more than it saves on inputs of a few hundred events.
-    session.conf.set("spark.sql.codegen.wholeStage", "false")
-    session.conf.set("spark.sql.codegen.factoryMode", "NO_CODEGEN")
+    for key, value in SMALL_JOBS.items():
+        session.conf.set(key, value)
     yield session
     session.stop()
 

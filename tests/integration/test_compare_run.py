@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from spark_support import small_jobs_env
 
 from zkcoord.compare.history import check_history
 from zkcoord.compare.runner import CompareOptions, compare_run
@@ -44,7 +45,7 @@ def compared(tmp_path_factory, zk_server):
 def report(compared, tmp_path_factory):
     out = tmp_path_factory.mktemp("report")
     command = [sys.executable, "-m", "zkcoord.pipeline", "rebalance-report", "--in", str(compared), "--out", str(out)]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600, env=small_jobs_env())
     assert result.returncode == 0, result.stdout + result.stderr
     rows = pq.read_table(out / "summary.parquet").to_pylist()
     return {row["variant"]: row for row in rows}, result.stdout, out

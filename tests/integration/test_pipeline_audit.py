@@ -12,6 +12,7 @@ import sys
 
 import msgpack
 import pytest
+from spark_support import small_jobs_env
 
 from zkcoord import cli
 from zkcoord.log import LogConfig, PartitionLog
@@ -142,7 +143,7 @@ def command_on_scenario(scenario, tmp_path_factory):
     snapshot, log_dir = scenario
     argv = ["--zk-snapshot", snapshot, "--log-dir", log_dir, "--json", "--out", out]
     with open(stdout, "w") as stdout_file, open(stderr, "w") as stderr_file:
-        process = subprocess.Popen(command(*argv), stdout=stdout_file, stderr=stderr_file)
+        process = subprocess.Popen(command(*argv), stdout=stdout_file, stderr=stderr_file, env=small_jobs_env())
 
     def finished():
         process.wait(timeout=180)

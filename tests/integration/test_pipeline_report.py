@@ -15,6 +15,7 @@ from collections import Counter
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from spark_support import small_jobs_env
 
 from zkcoord.pipeline import __main__ as pipeline_main
 from zkcoord.pipeline import rebalance_report
@@ -469,7 +470,7 @@ def test_local_mode_gives_the_only_executor_a_share_of_the_machines_memory(spark
 
 
 @pytest.mark.soak  # make test: the import contract forbids gevent and kazoo to the jobs; the demo writes a report
-def test_the_command_writes_the_report_without_importing_gevent_or_kazoo(spark, tmp_path):
+def test_the_command_writes_the_report_without_importing_gevent_or_kazoo(tmp_path):
     in_dir = write_traces(tmp_path / "run", legacy_bounce(gap=False), eager_kill())
     out_dir = tmp_path / "report"
     # The child fails if anything imported gevent or kazoo by the time the command finished.
@@ -481,14 +482,12 @@ def test_the_command_writes_the_report_without_importing_gevent_or_kazoo(spark, 
         "finally:\n"
         "    assert not {'gevent', 'kazoo'} & set(sys.modules), 'the pipeline imported gevent or kazoo'\n"
     )
-    small_jobs = ("spark.sql.codegen.wholeStage", "spark.sql.codegen.factoryMode")  # as the tests' session
-    spark_options = " ".join(f"--conf {key}={spark.conf.get(key)}" for key in small_jobs)
     result = subprocess.run(
         [sys.executable, "-c", command, "rebalance-report", "--in", in_dir, "--out", str(out_dir)],
         capture_output=True,
         text=True,
         timeout=110,
-        env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_SUBMIT_ARGS": f"{spark_options} pyspark-shell"},
+        env=small_jobs_env(),
     )
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
