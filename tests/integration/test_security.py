@@ -76,6 +76,7 @@ def node(kafka, certificates, tmp_path_factory):
         grant(zk, f"User:{alice_certificate_subject(certificates)}", "Describe", "Group", ALICE_GROUP)
     workdir = tmp_path_factory.mktemp("secured-node")
     overrides = {
+        "zkcoord.root": f"/zkcoord-{uuid.uuid4().hex[:8]}",  # the broker's chroot is shared with other modules' nodes
         "offsets.topic.num.partitions": 2,
         "group.initial.rebalance.delay.ms": 0,
         "coordinator.claim.grace.ms": 0,
