@@ -240,55 +240,52 @@ def _offset_delete(request: m.OffsetDeleteRequest, allowed: Allowed) -> Authoriz
 # ---- several groups: DescribeGroups, DeleteGroups, ListGroups ------------------------------------------------
 
 
-def _describe_groups(request: m.DescribeGroupsRequest, allowed: Allowed) -> Authorized:
-    groups = request.groups
-    denied = {index: group for index, group in enumerate(groups) if not allowed(DESCRIBE, GROUP, group)}
+def _per_group(
+    request: m.DescribeGroupsRequest | m.DeleteGroupsRequest,
+    allowed: Allowed,
+    operation: str,
+    field: str,
+    entry: Callable[[str | None, int], m.DescribedGroup | m.DeletableGroupResult],
+    results: str,
+    response_type: type[m.DescribeGroupsResponse | m.DeleteGroupsResponse],
+) -> Authorized:
+    """Several groups checked one by one: the refused ones answered 30 in their place (``entry(group, code)`` is a
+    group's entry of the answer's ``results``), the rest of ``field`` dispatched."""
+    given = getattr(request, field)
+    names = [group or "" for group in given]
+    denied = {index: name for index, name in enumerate(names) if not allowed(operation, GROUP, name)}
     if not denied:
         return Authorized(request)
-    refused = {index: m.DescribedGroup(error_code=_GROUP_DENIED, group_id=group) for index, group in denied.items()}
-    kept = tuple(group for index, group in enumerate(groups) if index not in denied)
+    refused = {index: entry(given[index], _GROUP_DENIED) for index in denied}
+    kept = tuple(group for index, group in enumerate(given) if index not in denied)
 
     def merge(answer: m.Response | None) -> m.Response:
         if answer is None:
             answered = ()
         elif isinstance(answer, m.ErrorResponse):
-            answered = tuple(m.DescribedGroup(error_code=answer.error_code, group_id=group) for group in kept)
+            answered = tuple(entry(group, answer.error_code) for group in kept)
         else:
-            answered = answer.groups
-        return m.DescribeGroupsResponse(
-            groups=in_request_order(groups, refused, answered, lambda group: group.group_id or "")
-        )
+            answered = getattr(answer, results)
+        ordered = in_request_order(names, refused, answered, lambda result: result.group_id or "")
+        return response_type(**{results: ordered})
 
-    reduced = msgspec.structs.replace(request, groups=kept) if kept else None
-    denials = tuple(Denial(DESCRIBE, GROUP, group) for group in dict.fromkeys(denied.values()))
+    reduced = msgspec.structs.replace(request, **{field: kept}) if kept else None
+    denials = tuple(Denial(operation, GROUP, name) for name in dict.fromkeys(denied.values()))
     return Authorized(reduced, denials, merge)
+
+
+def _describe_groups(request: m.DescribeGroupsRequest, allowed: Allowed) -> Authorized:
+    def entry(group: str | None, code: int) -> m.DescribedGroup:
+        return m.DescribedGroup(error_code=code, group_id=group)
+
+    return _per_group(request, allowed, DESCRIBE, "groups", entry, "groups", m.DescribeGroupsResponse)
 
 
 def _delete_groups(request: m.DeleteGroupsRequest, allowed: Allowed) -> Authorized:
-    names = [group or "" for group in request.groups_names]
-    denied = {index: group for index, group in enumerate(names) if not allowed(DELETE, GROUP, group)}
-    if not denied:
-        return Authorized(request)
-    refused = {
-        index: m.DeletableGroupResult(group_id=request.groups_names[index], error_code=_GROUP_DENIED)
-        for index in denied
-    }
-    kept = tuple(group for index, group in enumerate(request.groups_names) if index not in denied)
+    def entry(group: str | None, code: int) -> m.DeletableGroupResult:
+        return m.DeletableGroupResult(group_id=group, error_code=code)
 
-    def merge(answer: m.Response | None) -> m.Response:
-        if answer is None:
-            answered = ()
-        elif isinstance(answer, m.ErrorResponse):
-            answered = tuple(m.DeletableGroupResult(group_id=group, error_code=answer.error_code) for group in kept)
-        else:
-            answered = answer.results
-        return m.DeleteGroupsResponse(
-            results=in_request_order(names, refused, answered, lambda result: result.group_id or "")
-        )
-
-    reduced = msgspec.structs.replace(request, groups_names=kept) if kept else None
-    denials = tuple(Denial(DELETE, GROUP, group) for group in dict.fromkeys(denied.values()))
-    return Authorized(reduced, denials, merge)
+    return _per_group(request, allowed, DELETE, "groups_names", entry, "results", m.DeleteGroupsResponse)
 
 
 def _list_groups(request: m.ListGroupsRequest, allowed: Allowed) -> Authorized:

@@ -22,7 +22,7 @@ from zkcoord.auth.plain import client_credentials
 from zkcoord.auth.sasl import SUPPORTED_MECHANISMS, SaslClient
 from zkcoord.config import kafka_field
 from zkcoord.errors import ConfigError, ErrorCode, SaslAuthenticationFailedError, error_name
-from zkcoord.security.config import PROTOCOLS
+from zkcoord.security.config import PROTOCOLS, uses_sasl, uses_tls
 from zkcoord.security.tls import client_context
 from zkcoord.wire.connection import ClientConnection
 
@@ -69,7 +69,7 @@ class ClientSecurity:
         if jaas and not username:
             username, password = client_credentials(jaas)
         mechanism = _first(properties, _ALIASES["mechanism"], "GSSAPI").upper()
-        if protocol.startswith("SASL_"):
+        if uses_sasl(protocol):
             if mechanism not in SUPPORTED_MECHANISMS:
                 raise ConfigError(
                     f"sasl.mechanism: {mechanism} is not supported (use {', '.join(SUPPORTED_MECHANISMS)}; "
@@ -120,11 +120,11 @@ class ClientSecurity:
 
     @property
     def tls(self) -> bool:
-        return self.protocol in ("SSL", "SASL_SSL")
+        return uses_tls(self.protocol)
 
     @property
     def sasl(self) -> bool:
-        return self.protocol.startswith("SASL_")
+        return uses_sasl(self.protocol)
 
     def connector(self, create_connection: Connect = socket.create_connection) -> Connect:
         """``create_connection(address, timeout=None)`` that returns a socket ready for requests; plain

@@ -122,15 +122,23 @@ class ListenerSettings:
 
     @property
     def tls(self) -> bool:
-        return self.protocol in ("SSL", "SASL_SSL")
+        return uses_tls(self.protocol)
 
     @property
     def sasl(self) -> bool:
-        return self.protocol.startswith("SASL_")
+        return uses_sasl(self.protocol)
 
     def jaas_config(self, mechanism: str) -> str:
         """``listener.name.<listener>.<mechanism>.sasl.jaas.config``; '' when not given."""
         return self.jaas.get(f"{mechanism.lower()}.sasl.jaas.config", "")
+
+
+def uses_tls(protocol: str) -> bool:
+    return protocol in ("SSL", "SASL_SSL")
+
+
+def uses_sasl(protocol: str) -> bool:
+    return protocol.startswith("SASL_")
 
 
 def split_listener_overrides(properties: Mapping[str, object]) -> tuple[dict[str, object], dict[str, str]]:
