@@ -39,6 +39,8 @@ from zkcoord.server.gateway import (
     frame_content,
     read_frame,
 )
+from zkcoord.server.kafka_group_call import CLOSE as _CLOSE
+from zkcoord.server.kafka_group_call import GroupCall
 from zkcoord.server.security import ConnectionSecurity, ListenerSecurity
 from zkcoord.wire import messages as m
 from zkcoord.wire.kafka import data_acl, groups, versions
@@ -64,7 +66,6 @@ _NEVER_FORWARDED_OLD = REWRITTEN | versions.SERVED.keys() | versions.REFUSED
 _GROUP_KEY, _TRANSACTION_KEY = 0, 1
 _SEND_TIMEOUT_S = 30.0  # a peer that reads nothing for this long is dropped (the msgpack listener's bound too)
 SASL_MAX_RECEIVE_BYTES = 524_288  # Kafka's sasl.server.max.receive.size
-_CLOSE = b""  # a slot's value that closes the connection once the answers before it are written
 
 
 def _no_groups_listed(version: int):
@@ -371,7 +372,7 @@ class _Connection:
             response = groups.refused_response(api_key, version, requests, ErrorCode.INVALID_REQUEST)
             slot.set(self._encode(header, response))
             return
-        _GroupCall(self, header, tuple(collapsed(request) for request in requests), slot).dispatch()
+        GroupCall(self, header, tuple(collapsed(request) for request in requests), slot).dispatch()
 
     def _encode(self, header: RequestHeader, response) -> bytes:
         return encode_response(header.correlation_id, response)
@@ -449,66 +450,3 @@ class _Connection:
         if header.api_key in REWRITTEN:
             response = rewrite_response(header.api_key, response, self.listener.addresses.view())
         return encode_response(correlation_id, response)
-
-
-class _GroupCall:
-    """One Kafka group request in the core: its typed requests dispatched, their answers gathered into the kio
-    answer of the request's version, which fills the request's slot."""
-
-    def __init__(self, connection: _Connection, header: RequestHeader, requests: tuple, slot: AsyncResult):
-        self.connection = connection
-        self.header = header
-        self.requests = requests
-        self.slot = slot
-        self.answers: list[m.Response | None] = [None] * len(requests)
-        self.remaining = len(requests)
-
-    def dispatch(self) -> None:
-        if not self.requests:
-            self._finish()
-        for index, request in enumerate(self.requests):
-            self._submit(index, request)
-
-    def _submit(self, index: int, request: m.Request) -> None:
-        try:
-            self.connection.dispatch(request, partial(self._answered, index))
-        except Exception:
-            log.exception("dispatch failed api=%d peer=%s", self.header.api_key, self.connection.peer)
-            self._answered(index, m.ErrorResponse(error_code=ErrorCode.UNKNOWN_SERVER_ERROR))
-
-    def _answered(self, index: int, response: m.Response) -> None:
-        request = self.requests[index]
-        if self._needs_member_id(request, response):
-            # JoinGroup before v4 has no MEMBER_ID_REQUIRED: join again with the id given, as Kafka's broker does
-            # for such clients, so they never see the code.
-            self._submit(index, msgspec.structs.replace(request, member_id=response.member_id))
-            return
-        self.answers[index] = response
-        self.remaining -= 1
-        if not self.remaining:
-            self._finish()
-
-    def _needs_member_id(self, request: m.Request, response: m.Response) -> bool:
-        return (
-            self.header.api_version < 4
-            and isinstance(response, m.JoinGroupResponse)
-            and response.error_code == ErrorCode.MEMBER_ID_REQUIRED
-            and isinstance(request, m.JoinGroupRequest)
-            and not request.member_id
-        )
-
-    def _finish(self) -> None:
-        header = self.header
-        try:
-            addresses = self.connection.listener.addresses
-            security = self.connection.security
-            allowed = security.allowed if security is not None and security.authorizes else None
-            response = groups.kafka_response(
-                header.api_key, header.api_version, self.requests, self.answers, addresses.coordinator, allowed
-            )
-            self.slot.set(encode_response(header.correlation_id, response))
-        except Exception:  # an answer kio cannot carry: the client must not wait for it for ever
-            log.exception(
-                "answer not encodable api=%d v%d peer=%s", header.api_key, header.api_version, self.connection.peer
-            )
-            self.slot.set(_CLOSE)
