@@ -23,6 +23,7 @@ from gevent.server import StreamServer
 
 from zkcoord.server.gateway import UpstreamBrokers
 from zkcoord.server.kafka_listener import KafkaListener
+from zkcoord.server.limits import ConnectionLimits
 from zkcoord.zk.server import free_port_block
 
 HOST = "127.0.0.1"
@@ -77,7 +78,9 @@ def forwarding(answer_bytes: int) -> Iterator[dict[str, int]]:
     def unexpected(*_):
         raise AssertionError("only forwarded requests are sent here")
 
-    listener = KafkaListener(HOST, first, {first + 1: 0}, unexpected, upstream, unexpected, 1 << 20, 16, 60)
+    listener = KafkaListener(
+        HOST, first, {first + 1: 0}, unexpected, upstream, unexpected, 1 << 20, ConnectionLimits("bench", 16), 60
+    )
     listener.start()
     try:
         yield {"gateway": first + 1, "direct": broker.address[1]}

@@ -10,6 +10,7 @@ from gevent.server import StreamServer
 
 from zkcoord.server.gateway import UpstreamBrokers, read_frame
 from zkcoord.server.kafka_listener import KafkaListener
+from zkcoord.server.limits import ConnectionLimits
 from zkcoord.zk.server import free_port_block
 
 HOST = "127.0.0.1"
@@ -42,6 +43,9 @@ class ClosingBroker:
         sock.close()
 
 
+PER_IP = 2  # max.connections.per.ip of the gateway under test
+
+
 @pytest.fixture
 def gateway():
     broker = ClosingBroker(answers_per_connection=1)
@@ -49,7 +53,8 @@ def gateway():
     upstream = UpstreamBrokers(upstream_timeout_s=5.0)
     upstream.brokers = {0: (HOST, broker.server.address[1])}
     first = free_port_block(HOST, 2)
-    listener = KafkaListener(HOST, first, {first + 1: 0}, None, upstream, None, 1 << 20, 16, 60)
+    limits = ConnectionLimits("t", 16, max_connections_per_ip=PER_IP)
+    listener = KafkaListener(HOST, first, {first + 1: 0}, None, upstream, None, 1 << 20, limits, 60)
     listener.start()
     try:
         yield broker, first + 1
@@ -76,3 +81,22 @@ def test_a_broker_closing_an_idle_upstream_connection_leaves_the_clients_connect
 
     assert gevent.spawn(client).get(timeout=20) == [7, 8]
     assert broker.connections == 2  # the second request opened a new upstream connection
+
+
+def test_the_kafka_listener_bounds_connections_per_ip_as_the_msgpack_listener_does(gateway):
+    _, port = gateway
+
+    def clients() -> list[int | None]:
+        socks = [socket.create_connection((HOST, port), timeout=10) for _ in range(PER_IP + 1)]
+        try:
+            answers = []
+            for correlation_id, sock in enumerate(socks):
+                sock.sendall(produce_v9(correlation_id))
+                answer = read_frame(sock, 1 << 20)
+                answers.append(None if answer is None else struct.unpack_from(">i", answer, SIZE.size)[0])
+            return answers
+        finally:
+            for sock in socks:
+                sock.close()
+
+    assert gevent.spawn(clients).get(timeout=20) == [0, 1, None]  # the third from 127.0.0.1 is closed at once

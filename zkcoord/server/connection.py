@@ -16,7 +16,6 @@ import contextlib
 import logging
 import socket
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping
 
 import gevent
@@ -24,6 +23,7 @@ from gevent.event import Event
 from gevent.server import StreamServer
 
 from zkcoord.errors import ErrorCode
+from zkcoord.server.limits import ConnectionLimits
 from zkcoord.server.security import ConnectionSecurity, ListenerSecurity
 from zkcoord.wire.codec import encode_response, read_request
 from zkcoord.wire.connection import ServerConnection
@@ -41,10 +41,6 @@ from zkcoord.wire.messages import (
 )
 
 log = logging.getLogger(__name__)
-
-# At most one "connection refused" warning per interval (the next says how many went unlogged): refusals come in
-# floods exactly when the log matters most.
-REFUSAL_LOG_INTERVAL_S = 10.0
 
 Respond = Callable[[Response], None]
 Dispatch = Callable[[Request, Respond], None]
@@ -325,28 +321,29 @@ class WireServer:
         security: ListenerSecurity | None = None,
     ):
         ServerConnection(max_request_bytes)  # refuses a bad limit now rather than at the first connection
-        if type(max_connections) is not int or max_connections < 1:
-            raise ValueError(f"max_connections must be a positive int, got {max_connections!r}")
+        self.limits = ConnectionLimits(
+            "connection", max_connections, max_connections_per_ip, max_connections_per_ip_overrides
+        )
         self.dispatch = dispatch
         self.security = security
         self.max_request_bytes = max_request_bytes
-        self.max_connections = max_connections
         self.send_timeout_seconds = send_timeout_seconds
         self.max_idle_ms = max_idle_ms
         self.read_timeout_ms = read_timeout_ms
-        self.max_connections_per_ip = max_connections_per_ip
-        self.max_connections_per_ip_overrides = dict(max_connections_per_ip_overrides or {})
-        self.connections_open = 0
-        self._connections_by_ip: Counter[str] = Counter()
-        self.connections_rejected_total = 0
-        self._refusals_unlogged = 0  # refusals since the last one logged: a flood of them is one line per interval
-        self._next_refusal_log = 0.0
         self.connections_expired_total = 0
         self.requests_total = 0
         self.frame_errors_total = 0
         self._connections: set[_Connection] = set()
         self._stopping = False
         self._server = StreamServer((host, port), self._serve_socket)
+
+    @property
+    def connections_open(self) -> int:
+        return self.limits.open
+
+    @property
+    def connections_rejected_total(self) -> int:
+        return self.limits.rejected_total
 
     @property
     def address(self) -> tuple[str, int]:
@@ -378,44 +375,11 @@ class WireServer:
             gevent.killall(late, block=True, timeout=1.0)
         log.info("wire server stopped")
 
-    def _refusal(self, ip: str) -> str | None:
-        if self._stopping:
-            return "stopping"
-        if self.connections_open >= self.max_connections:
-            return "max_connections"
-        per_ip = self.max_connections_per_ip_overrides.get(ip, self.max_connections_per_ip)
-        if per_ip is not None and self._connections_by_ip[ip] >= per_ip:
-            return "max_connections_per_ip"
-        return None
-
-    def _log_refusal(self, peer: tuple, refusal: str) -> None:
-        now = time.monotonic()
-        if now < self._next_refusal_log:
-            self._refusals_unlogged += 1
-            return
-        log.warning(
-            "connection refused peer=%s:%s reason=%s connections_open=%d from_ip=%d refused_unlogged=%d",
-            peer[0],
-            peer[1],
-            refusal,
-            self.connections_open,
-            self._connections_by_ip[peer[0]],
-            self._refusals_unlogged,
-        )
-        self._refusals_unlogged = 0
-        self._next_refusal_log = now + REFUSAL_LOG_INTERVAL_S
-
     def _serve_socket(self, sock: socket.socket, peer: tuple) -> None:
-        ip = peer[0]
-        refusal = self._refusal(ip)
-        if refusal is not None:
-            self.connections_rejected_total += 1
-            self._log_refusal(peer, refusal)
+        if not self.limits.admit(peer, self._stopping):
             sock.close()
             return
         connection = _Connection(self, sock, peer)
-        self.connections_open += 1
-        self._connections_by_ip[ip] += 1
         self._connections.add(connection)
         try:
             # Responses are small and latency-bound (heartbeats, joins): do not wait to coalesce them.
@@ -427,8 +391,5 @@ class WireServer:
             log.debug("connection failed peer=%s error=%s", connection.peer, error)
         finally:
             self._connections.discard(connection)
-            self.connections_open -= 1
-            self._connections_by_ip[ip] -= 1
-            if not self._connections_by_ip[ip]:
-                del self._connections_by_ip[ip]
+            self.limits.release(peer)
             connection.close()

@@ -41,6 +41,7 @@ from zkcoord.server.gateway import (
 )
 from zkcoord.server.kafka_group_call import CLOSE as _CLOSE
 from zkcoord.server.kafka_group_call import GroupCall
+from zkcoord.server.limits import ConnectionLimits
 from zkcoord.server.security import ConnectionSecurity, ListenerSecurity
 from zkcoord.wire import messages as m
 from zkcoord.wire.kafka import data_acl, groups, versions
@@ -88,7 +89,7 @@ class KafkaListener:
         upstream: UpstreamBrokers,
         addresses: GatewayAddresses,
         max_request_bytes: int,
-        max_connections: int,
+        limits: ConnectionLimits,
         idle_timeout_s: float,
         security: ListenerSecurity | None = None,
     ):
@@ -97,9 +98,8 @@ class KafkaListener:
         self.upstream = upstream
         self.addresses = addresses
         self.max_request_bytes = max_request_bytes
-        self.max_connections = max_connections
+        self.limits = limits  # max.connections and max.connections.per.ip, as on the msgpack listener
         self.idle_timeout_s = idle_timeout_s
-        self.connections_open = 0
         self.requests_total = 0
         self.forwarded_total = 0
         self.frame_errors_total = 0
@@ -112,6 +112,10 @@ class KafkaListener:
     @property
     def port(self) -> int:
         return self._servers[None].address[1]
+
+    @property
+    def connections_open(self) -> int:
+        return self.limits.open
 
     def start(self) -> None:
         for server in self._servers.values():
@@ -138,12 +142,10 @@ class KafkaListener:
                 connection.close()
 
     def _serve(self, broker_id: int | None, sock: socket.socket, peer: tuple) -> None:
-        if self.connections_open >= self.max_connections:
-            log.warning("kafka connection refused peer=%s:%s reason=max.connections", *peer[:2])
+        if not self.limits.admit(peer):
             sock.close()
             return
         connection = _Connection(self, sock, peer, broker_id)
-        self.connections_open += 1
         self._connections.add(connection)
         try:
             connection.secure()
@@ -152,7 +154,7 @@ class KafkaListener:
             log.info("kafka connection failed before its first request peer=%s error=%s", connection.peer, error)
         finally:
             self._connections.discard(connection)
-            self.connections_open -= 1
+            self.limits.release(peer)
             connection.close()
 
 

@@ -38,6 +38,7 @@ from zkcoord.server.connection import WireServer
 from zkcoord.server.gateway import GatewayAddresses, UpstreamBrokers
 from zkcoord.server.identity import NodeIdentity
 from zkcoord.server.kafka_listener import KafkaListener
+from zkcoord.server.limits import ConnectionLimits
 from zkcoord.server.metrics import NodeMetrics
 from zkcoord.server.migration import GroupMigrations
 from zkcoord.server.mirror import OffsetMirror
@@ -265,7 +266,9 @@ class CoordinatorNode:
             self.upstream,
             self.gateway,
             max_request_bytes=server.socket_request_max_bytes,
-            max_connections=server.max_connections,
+            limits=ConnectionLimits(
+                "kafka connection", server.max_connections, server.max_connections_per_ip, server.per_ip_overrides()
+            ),
             idle_timeout_s=server.connections_max_idle_ms / 1000,
             security=self._listener_security(settings.name),
         )
