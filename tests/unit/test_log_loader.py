@@ -2,20 +2,28 @@
 
 import os
 
+import msgpack
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from record_strategies import records
 
 from zkcoord.errors import CorruptRecordError
 from zkcoord.log import LogConfig, PartitionLog
-from zkcoord.log.loader import expire_offsets, load_partition
+from zkcoord.log.format import Batch
+from zkcoord.log.loader import expire_offsets, load_batches, load_partition
 from zkcoord.model import TopicPartition
 from zkcoord.offsets.records import (
     GroupMetadataKey,
     GroupMetadataValue,
     OffsetCommitKey,
     OffsetCommitValue,
+    decode_key,
+    decode_value,
     encode_key,
     encode_record,
 )
+from zkcoord.offsets.store import OffsetStore
 
 RETENTION_MS = 60_000
 
@@ -38,6 +46,35 @@ def test_load_takes_the_latest_record_per_key_across_segments_and_deletes_on_tom
     assert result.store.groups["g"].generation == 1
     assert (result.records, result.batches) == (32, 32)
     assert "32 records" in str(result) and result.records_per_second > 0
+
+
+def replay_one_by_one(pairs: list[tuple[bytes, bytes | None]]) -> OffsetStore:
+    store = OffsetStore()
+    for offset, (key_bytes, value_bytes) in enumerate(pairs):
+        key = decode_key(key_bytes, offset)
+        store.apply(key, decode_value(key, value_bytes, offset), offset)
+    return store
+
+
+def version_0_key(key):
+    """The same offset commit key as Kafka's version 0 writes it: not the bytes zkcoord writes."""
+    return msgpack.packb([0, *key]) if type(key) is OffsetCommitKey else encode_key(key)
+
+
+@given(
+    st.lists(
+        st.tuples(records(groups=st.sampled_from("gh"), topics=st.just("t"), partitions=st.just(0)), st.booleans())
+    )
+)
+def test_loading_rebuilds_the_store_that_applying_each_record_in_turn_builds(records_and_foreign):
+    """The bulk path (keys in zkcoord's own bytes) and the record-by-record one agree, also when a key comes in
+    another encoding."""
+    pairs = [
+        (version_0_key(key) if foreign else encode_key(key), encode_record(key, value)[1])
+        for (key, value), foreign in records_and_foreign
+    ]
+    batches = [Batch(offset, 0, 0, ((0, 0, *pair),), 1) for offset, pair in enumerate(pairs)]
+    assert load_batches(batches).store == replay_one_by_one(pairs)
 
 
 def test_an_unknown_record_version_stops_the_load_naming_its_offset(tmp_path):

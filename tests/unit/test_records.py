@@ -3,6 +3,7 @@
 import re
 
 import msgpack
+import msgspec
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
@@ -23,8 +24,11 @@ from zkcoord.offsets.records import (
     OffsetCommitKey,
     OffsetCommitValue,
     RecordError,
+    decode_canonical_keys,
     decode_key,
     decode_offset_commit,
+    decode_offset_value_v1,
+    decode_offset_value_v3,
     decode_value,
     encode_key,
     encode_record,
@@ -419,3 +423,40 @@ def test_the_loaders_fast_path_never_raises_and_never_accepts_what_the_decoders_
     if fast is not None:
         key = decode_key(key_bytes)
         assert fast == (*key, decode_value(key, value_bytes))
+
+
+@given(st.lists(records(), max_size=8))
+def test_the_bulk_key_decoder_reads_every_key_zkcoord_writes(pairs):
+    keys = [encode_key(key) for key, _ in pairs]
+    decoded = decode_canonical_keys(keys)
+    assert decoded is not None
+    assert [tuple(msgspec.structs.astuple(fields)) for fields in decoded] == [tuple(key) for key, _ in pairs]
+
+
+@given(st.lists(st.binary(max_size=24) | st.sampled_from([b"\x94\x00\xa1g\xa1t\x00", b"\x94\x01\xa1g\xa1t\xc3"])))
+@example([b"\x94\x01\xa1g\xa1t\x00\x00"])  # trailing bytes
+@example([b"\x94\x01\xd9\x01g\xa1t\x00"])  # a valid key in a longer encoding than zkcoord's
+def test_the_bulk_key_decoder_takes_only_keys_in_zkcoords_own_bytes(keys):
+    decoded = decode_canonical_keys(keys)
+    if decoded is not None:
+        assert [encode_key(decode_key(data)) for data in keys] == keys
+        assert [tuple(msgspec.structs.astuple(fields)) for fields in decoded] == [tuple(decode_key(k)) for k in keys]
+
+
+@given(offset_commit_values | st.binary(max_size=40))
+def test_the_bulk_value_decoders_never_accept_what_decode_value_refuses(value):
+    data = value if type(value) is bytes else encode_value(value)
+    accepted = 0
+    for decode in (decode_offset_value_v3, decode_offset_value_v1):
+        try:
+            fields = decode(data)
+        except ValueError:
+            continue
+        accepted += 1
+        expected = decode_value(OFFSET_KEY, data)
+        version, offset, *rest = fields
+        if version == 3:
+            assert expected == OffsetCommitValue(offset, rest[1], rest[2], leader_epoch=rest[0])
+        else:
+            assert expected == OffsetCommitValue(offset, rest[0], rest[1], expire_timestamp=rest[2])
+    assert accepted == 1 if type(value) is not bytes else accepted <= 1

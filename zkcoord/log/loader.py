@@ -23,16 +23,23 @@ from zkcoord.log.partition import PartitionLog
 from zkcoord.log.segment import ScanProblem
 from zkcoord.model import TopicPartition
 from zkcoord.offsets.records import (
+    NO_EXPIRE_TIMESTAMP,
+    NO_LEADER_EPOCH,
+    CanonicalOffsetKey,
+    GroupMetadataKey,
     OffsetCommitKey,
     RecordError,
     RecordKey,
+    decode_canonical_keys,
     decode_key,
     decode_offset_commit,
+    decode_offset_value_v1,
+    decode_offset_value_v3,
     decode_value,
     encode_record,
     is_canonical_key,
 )
-from zkcoord.offsets.store import OffsetStore
+from zkcoord.offsets.store import CommittedOffset, OffsetStore
 
 log = logging.getLogger(__name__)
 
@@ -77,11 +84,69 @@ def load_batches(batches: Iterable[Batch], progress: Callable[[int], None] | Non
             byte_count += batch.size
             if progress is not None:
                 progress(batch.size)
-        store = _decode_survivors(latest_value, latest_offset)
+        store = _decode_canonical_survivors(latest_value, latest_offset)
+        if store is None:
+            store = _decode_survivors(latest_value, latest_offset)
     finally:
         if collecting:
             gc.enable()
     return LoadResult(store, batch_count, record_count, byte_count, time.perf_counter() - started)
+
+
+def _decode_canonical_survivors(
+    latest_value: dict[bytes, bytes | None], latest_offset: dict[bytes, int]
+) -> OffsetStore | None:
+    """The store, when every surviving key is in the exact form zkcoord writes and every value decodes; else None
+    (then :func:`_decode_survivors` decodes them one by one and names the first bad record).
+
+    Distinct canonical keys are distinct records, so each survivor is applied as it is and a tombstone has
+    nothing to delete. Equal topic partitions and metadata strings are stored once.
+    """
+    keys = decode_canonical_keys(list(latest_value))
+    if keys is None:
+        return None
+    store = OffsetStore()
+    offsets, groups = store.offsets, store.groups
+    partitions: dict[tuple[str, int], TopicPartition] = {}
+    metadatas: dict[str, str] = {}
+    new = tuple.__new__
+    for key, value_bytes, log_offset in zip(keys, latest_value.values(), latest_offset.values(), strict=True):
+        if value_bytes is None:
+            continue
+        if type(key) is not CanonicalOffsetKey:
+            try:
+                groups[key.group] = decode_value(GroupMetadataKey(key.group), value_bytes, log_offset)
+            except RecordError:
+                return None
+            continue
+        try:
+            _, offset, leader_epoch, metadata, commit_timestamp = decode_offset_value_v3(value_bytes)
+            expire_timestamp = NO_EXPIRE_TIMESTAMP
+        except ValueError:
+            try:
+                _, offset, metadata, commit_timestamp, expire_timestamp = decode_offset_value_v1(value_bytes)
+            except ValueError:
+                return None
+            leader_epoch = NO_LEADER_EPOCH
+        topic_partition = (key.topic, key.partition)
+        partition = partitions.get(topic_partition)
+        if partition is None:
+            partition = partitions[topic_partition] = new(TopicPartition, topic_partition)
+        group_offsets = offsets.get(key.group)
+        if group_offsets is None:
+            group_offsets = offsets[key.group] = {}
+        group_offsets[partition] = new(
+            CommittedOffset,
+            (
+                offset,
+                metadatas.setdefault(metadata, metadata),
+                commit_timestamp,
+                expire_timestamp,
+                leader_epoch,
+                log_offset,
+            ),
+        )
+    return store
 
 
 def _decode_survivors(latest_value: dict[bytes, bytes | None], latest_offset: dict[bytes, int]) -> OffsetStore:

@@ -5,15 +5,16 @@ but each key or value is one msgpack array whose first element is its version in
 struct. Encoders and decoders check every field against the schema; whatever bytes a decoder is given, it
 either returns a record or raises :class:`RecordError`, never anything else.
 
-Pure: imports only msgpack and zkcoord.errors; no IO, no gevent, no clock.
+Pure: imports only msgpack, msgspec and zkcoord.errors; no IO, no gevent, no clock.
 """
 
 from collections.abc import Callable
 from dataclasses import dataclass
 from sys import intern
-from typing import NamedTuple
+from typing import Annotated, Literal, NamedTuple
 
 import msgpack
+import msgspec
 
 from zkcoord.errors import ZkcoordError
 
@@ -508,3 +509,48 @@ def _decode_member(fields: object) -> MemberMetadata | None:
                 assignment,
             )
     return None
+
+
+# ---- bulk decoding for the loader ----------------------------------------------------------------------
+# Loading a compacted log decodes one key and one value per live key, so per-record Python work is what
+# limits it. These decoders check a key's or value's whole schema in C (msgspec); anything they refuse is
+# decoded again by decode_key/decode_value above, which say exactly why it is not a record.
+
+_Int32 = Annotated[int, msgspec.Meta(ge=_INT32_MIN, le=_INT32_MAX)]
+_Int64 = Annotated[int, msgspec.Meta(ge=_INT64_MIN, le=_INT64_MAX)]
+
+
+class CanonicalOffsetKey(msgspec.Struct, array_like=True, tag=OFFSET_COMMIT_KEY_VERSION, frozen=True, gc=False):
+    """An offset commit key as :func:`decode_canonical_keys` returns it."""
+
+    group: str
+    topic: str
+    partition: _Int32
+
+
+class CanonicalGroupKey(msgspec.Struct, array_like=True, tag=GROUP_METADATA_KEY_VERSION, frozen=True, gc=False):
+    """A group metadata key as :func:`decode_canonical_keys` returns it."""
+
+    group: str
+
+
+_decode_canonical_key = msgspec.msgpack.Decoder(CanonicalOffsetKey | CanonicalGroupKey).decode
+_encode_canonical_key = msgspec.msgpack.Encoder().encode
+
+decode_offset_value_v3 = msgspec.msgpack.Decoder(tuple[Literal[3], _Int64, _Int32, str, _Int64]).decode
+"""``(3, offset, leader_epoch, metadata, commit_timestamp)`` of v3 value bytes; ValueError for anything else."""
+decode_offset_value_v1 = msgspec.msgpack.Decoder(tuple[Literal[1], _Int64, str, _Int64, _Int64]).decode
+"""``(1, offset, metadata, commit_timestamp, expire_timestamp)`` of v1 value bytes; ValueError for anything else."""
+
+
+def decode_canonical_keys(keys: list[bytes]) -> list[CanonicalOffsetKey | CanonicalGroupKey] | None:
+    """Each of ``keys`` decoded, if every one is exactly the bytes :func:`encode_key` writes for a record key;
+    None if any is not (decode those with :func:`decode_key`, which also resolves other encodings).
+
+    Checking that the keys encode back to themselves means that distinct bytes are distinct keys here.
+    """
+    try:
+        decoded = list(map(_decode_canonical_key, keys))
+    except ValueError:  # msgspec's DecodeError and ValidationError, and UnicodeDecodeError, are ValueErrors
+        return None
+    return decoded if list(map(_encode_canonical_key, decoded)) == keys else None
