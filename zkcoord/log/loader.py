@@ -2,8 +2,8 @@
 
 The latest record per key wins and a tombstone deletes, so the loader first keeps only the last
 ``(value, offset)`` per key bytes while reading (no decoding, column-wise in C), then decodes the
-survivors. Keys that differ in bytes but mean the same thing (offset-commit key v0 and v1) are resolved
-by log offset.
+survivors: all at once in C (msgspec) when every key is in the bytes zkcoord writes, else one by one. Keys
+that differ in bytes but mean the same thing (offset-commit key v0 and v1) are resolved by log offset.
 Each key is checked, and the surviving value of each key; an unknown record type or version stops the
 load with a RecordError naming its offset.
 
@@ -67,8 +67,7 @@ class LoadResult:
 def load_batches(batches: Iterable[Batch], progress: Callable[[int], None] | None = None) -> LoadResult:
     """Replay ``batches`` (in log order) into a new store."""
     started = time.perf_counter()
-    latest_value: dict[bytes, bytes | None] = {}
-    latest_offset: dict[bytes, int] = {}
+    latest: dict[bytes, tuple[bytes | None, int]] = {}  # key -> (value, offset): one dict insert per record
     batch_count = record_count = byte_count = 0
     collecting = gc.isenabled()
     gc.disable()  # millions of long-lived tuples: generational scans would cost more than the load itself
@@ -77,32 +76,29 @@ def load_batches(batches: Iterable[Batch], progress: Callable[[int], None] | Non
             deltas, _, keys, values = zip(*batch.records, strict=True)
             base = batch.base_offset
             offsets = range(base, base + len(deltas)) if batch.last_offset_delta == len(deltas) - 1 else None
-            latest_value.update(zip(keys, values, strict=True))
-            latest_offset.update(zip(keys, offsets or map(base.__add__, deltas), strict=True))
+            latest.update(zip(keys, zip(values, offsets or map(base.__add__, deltas), strict=True), strict=True))
             batch_count += 1
             record_count += len(batch.records)
             byte_count += batch.size
             if progress is not None:
                 progress(batch.size)
-        store = _decode_canonical_survivors(latest_value, latest_offset)
+        store = _decode_canonical_survivors(latest)
         if store is None:
-            store = _decode_survivors(latest_value, latest_offset)
+            store = _decode_survivors(latest)
     finally:
         if collecting:
             gc.enable()
     return LoadResult(store, batch_count, record_count, byte_count, time.perf_counter() - started)
 
 
-def _decode_canonical_survivors(
-    latest_value: dict[bytes, bytes | None], latest_offset: dict[bytes, int]
-) -> OffsetStore | None:
+def _decode_canonical_survivors(latest: dict[bytes, tuple[bytes | None, int]]) -> OffsetStore | None:
     """The store, when every surviving key is in the exact form zkcoord writes and every value decodes; else None
     (then :func:`_decode_survivors` decodes them one by one and names the first bad record).
 
     Distinct canonical keys are distinct records, so each survivor is applied as it is and a tombstone has
     nothing to delete. Equal topic partitions and metadata strings are stored once.
     """
-    keys = decode_canonical_keys(list(latest_value))
+    keys = decode_canonical_keys(list(latest))
     if keys is None:
         return None
     store = OffsetStore()
@@ -110,7 +106,7 @@ def _decode_canonical_survivors(
     partitions: dict[tuple[str, int], TopicPartition] = {}
     metadatas: dict[str, str] = {}
     new = tuple.__new__
-    for key, value_bytes, log_offset in zip(keys, latest_value.values(), latest_offset.values(), strict=True):
+    for key, (value_bytes, log_offset) in zip(keys, latest.values(), strict=True):
         if value_bytes is None:
             continue
         if type(key) is not CanonicalOffsetKey:
@@ -149,7 +145,7 @@ def _decode_canonical_survivors(
     return store
 
 
-def _decode_survivors(latest_value: dict[bytes, bytes | None], latest_offset: dict[bytes, int]) -> OffsetStore:
+def _decode_survivors(latest: dict[bytes, tuple[bytes | None, int]]) -> OffsetStore:
     """Decode the last record of each key and apply it; logically equal keys are resolved by log offset.
 
     Offset keys in the form zkcoord writes (``[1, group, topic, partition]``) are applied at once. Any other
@@ -159,7 +155,7 @@ def _decode_survivors(latest_value: dict[bytes, bytes | None], latest_offset: di
     store = OffsetStore()
     canonical_tombstones: dict[tuple[str, str, int], int] = {}
     others: dict = {}
-    for (key_bytes, value_bytes), offset in zip(latest_value.items(), latest_offset.values(), strict=True):
+    for key_bytes, (value_bytes, offset) in latest.items():
         if is_canonical_key(key_bytes):
             record = decode_offset_commit(key_bytes, value_bytes)
             if record is not None:
