@@ -537,9 +537,13 @@ class CanonicalGroupKey(msgspec.Struct, array_like=True, tag=GROUP_METADATA_KEY_
 _decode_canonical_key = msgspec.msgpack.Decoder(CanonicalOffsetKey | CanonicalGroupKey).decode
 _encode_canonical_key = msgspec.msgpack.Encoder().encode
 
-decode_offset_value_v3 = msgspec.msgpack.Decoder(tuple[Literal[3], _Int64, _Int32, str, _Int64]).decode
+decode_offset_value_v3 = msgspec.msgpack.Decoder(
+    tuple[Literal[OFFSET_COMMIT_VALUE_VERSION], _Int64, _Int32, str, _Int64]
+).decode
 """``(3, offset, leader_epoch, metadata, commit_timestamp)`` of v3 value bytes; ValueError for anything else."""
-decode_offset_value_v1 = msgspec.msgpack.Decoder(tuple[Literal[1], _Int64, str, _Int64, _Int64]).decode
+decode_offset_value_v1 = msgspec.msgpack.Decoder(
+    tuple[Literal[OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY], _Int64, str, _Int64, _Int64]
+).decode
 """``(1, offset, metadata, commit_timestamp, expire_timestamp)`` of v1 value bytes; ValueError for anything else."""
 
 
