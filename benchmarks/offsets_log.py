@@ -265,13 +265,16 @@ def append_until(log: PartitionLog, total: int, keys: list[bytes], metadata: str
 
 def load_row(label: str, log: PartitionLog, build_seconds: float | None) -> float:
     gc.collect()
+    cpu_started = time.process_time()
     result = load_partition(log)
+    cpu_rate = result.records / (time.process_time() - cpu_started)
     rate = result.records_per_second
     print(
         f"{label:>22} {result.records:>11,} {result.bytes / 1e6:>8,.0f} {len(log.segments):>8} "
         f"{len(result.store):>9,} {'-' if build_seconds is None else f'{build_seconds:.1f} s':>9} "
         f"{result.seconds:>7.2f} s {rate:>11,.0f} "
-        f"{result.bytes / 1e6 / result.seconds:>6.0f} {rate / KAFKA_LOAD_RECORDS_PER_SECOND:>9.2f}x  "
+        f"{result.bytes / 1e6 / result.seconds:>6.0f} {rate / KAFKA_LOAD_RECORDS_PER_SECOND:>9.2f}x "
+        f"{cpu_rate:>11,.0f}  "
         f"{verdict(rate, AIM_LOAD_RECORDS_PER_SECOND)}",
         flush=True,
     )
@@ -290,7 +293,8 @@ def load_and_clean_section(root: Path, scale: Scale) -> dict[str, float]:
     )
     print(
         f"{'log':>22} {'records':>11} {'MB':>8} {'segments':>8} {'live keys':>9} {'build':>9} {'load':>9} "
-        f"{'records/s':>11} {'MB/s':>6} {'vs Kafka':>10}  aim (≥ {AIM_LOAD_RECORDS_PER_SECOND:,} records/s)"
+        f"{'records/s':>11} {'MB/s':>6} {'vs Kafka':>10} {'per CPU s':>11}  "
+        f"aim (≥ {AIM_LOAD_RECORDS_PER_SECOND:,} records/s)"
     )
     rates: dict[str, float] = {}
     log = PartitionLog.open(root / "load", LogConfig(flush_policy="never"))
