@@ -6,22 +6,28 @@ bootstrapped at the broker (the group lives in Kafka's coordinator) and at the n
 in zkcoord's; Metadata goes through the gateway to the same broker):
 
 1. commits/s: ``--committers`` consumers of one group, each on its own partition and thread, commit explicit
-   offsets synchronously (one OffsetCommit in flight each) for ``--seconds``;
+   offsets for ``--seconds``: synchronously (one OffsetCommit in flight each), then asynchronously with
+   ``--window`` in flight each;
 2. heartbeats/s: ``--heartbeaters`` consumers of one group at ``heartbeat.interval.ms=--heartbeat-ms``, counted
    from librdkafka's statistics (each broker's ``req.Heartbeat``, the same count on both sides) over
-   ``--seconds``; the ceiling is members × 1000 / interval, each member keeps one Heartbeat in flight;
-3. rebalance: at each of ``--members`` (a topic with as many partitions), every member subscribes and the group
-   settles (the join, from the first subscribe to every member assigned), then ``--repeats`` times one member
-   closes (LeaveGroup) and the clock runs until every remaining member's on_assign has fired; median.
-   Members are Consumer objects of this process (librdkafka runs 4-5 threads each), polled in turn by a few
-   threads: a callback's time is late by up to one sweep, which is printed.
+   ``--seconds``. librdkafka paces them itself: one member sends about 5 a second whatever the interval below
+   ~200 ms, with round trips under 1 ms, so this rate says more of the client than of the coordinator; the
+   coordinator's CPU per heartbeat is printed too;
+3. rebalance: at each of ``--members`` (a topic with as many partitions, heartbeat.interval.ms=100), every member
+   subscribes and the group settles (the join, from the first subscribe to every member assigned), then
+   ``--repeats`` times one member closes (LeaveGroup) and the clock runs until every remaining member's
+   on_assign has fired; median. Members are Consumer objects in processes of at most SHARD_MEMBERS (librdkafka
+   runs 4-5 threads each), each polled in turn by a few threads: a callback's time is late by up to one sweep,
+   which is printed.
 
-The ratios are zkcoord ÷ Kafka (above 1: zkcoord is faster; for times, Kafka's time ÷ zkcoord's). The broker's
-offsets are not fsynced (Kafka relies on replicas: ``log.flush.interval.messages`` unbounded), a node's are
-(``log.flush.policy=group``). Both use ``group.initial.rebalance.delay.ms=0``. Progress goes to stderr; every
-process is stopped at the end. About 3 minutes on 2 cores with the defaults; figures in docs/performance.md.
+Rates run one untimed round, then ``--repeats`` rounds with the routes alternating; medians. The ratios are
+zkcoord ÷ Kafka (above 1: zkcoord is faster; for times, Kafka's time ÷ zkcoord's). The broker's offsets are not
+fsynced (Kafka relies on replicas: ``log.flush.interval.messages`` unbounded), a node's are
+(``log.flush.policy=group``). Both use ``group.initial.rebalance.delay.ms=0``; the node's ``max.connections`` is
+raised, as Kafka's is unbounded. Progress goes to stderr; every process is stopped at the end. About 6 minutes
+on 2 cores with the defaults (``--members 10,100`` about 3); figures in docs/performance.md.
 
-    python benchmarks/versus_kafka.py [--members 10,100,1000] [--seconds 5] [--repeats 3] [--quick]
+    python benchmarks/versus_kafka.py [--members 10,100,1000] [--seconds 3] [--repeats 3] [--quick]
 """
 
 from __future__ import annotations
@@ -49,7 +55,9 @@ from zkcoord.testing.node_process import NodeProcess, kafka_node
 from zkcoord.testing.zookeeper import wait_until, zookeeper_for_tests
 
 ROUTES = ("kafka", "zkcoord")
-NODE_OVERRIDES = {"group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 4}
+# max.connections: a node's default (1,024) refuses 1,000 librdkafka members (each opens about three connections
+# to it: bootstrap, coordinator, gateway); Kafka's broker sets no bound by default.
+NODE_OVERRIDES = {"group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 4, "max.connections": 100_000}
 MEMBER_CONFIG = {
     "enable.auto.commit": False,
     "session.timeout.ms": 30_000,  # 1,000 members on 2 cores: no member may expire while the machine is busy
