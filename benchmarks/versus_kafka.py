@@ -67,7 +67,7 @@ MEMBER_CONFIG = {
 }
 POLLERS = 4
 SHARD_MEMBERS = 250
-SETTLE_TIMEOUT_S = 300.0
+SETTLE_TIMEOUT_S = 180.0
 
 
 def progress(message: str) -> None:
@@ -419,7 +419,12 @@ def measure(kafka: TestKafka, node: NodeProcess, args: argparse.Namespace) -> No
         results = {}
         for route in ROUTES:
             cpu = CpuWindow(roles)
-            results[route] = rebalances(bootstrap[route], topic, size, args.repeats)
+            try:
+                results[route] = rebalances(bootstrap[route], topic, size, args.repeats)
+            except TimeoutError:
+                progress(f"   {size} members {route:>7}: {cpu.stop()}")
+                print(f"   {size:>5} members {route:>7}: not settled within {SETTLE_TIMEOUT_S:.0f} s")
+                continue
             joined, times, sweep = results[route]
             progress(f"   {size} members {route:>7}: {cpu.stop()}")
             print(
@@ -427,6 +432,9 @@ def measure(kafka: TestKafka, node: NodeProcess, args: argparse.Namespace) -> No
                 f"{', '.join(f'{t * 1000:,.0f}' for t in times)} ({statistics.median(times) * 1000:,.0f}) ms; "
                 f"poll sweep up to {sweep * 1000:,.0f} ms"
             )
+        if len(results) < len(ROUTES):
+            summary[f"rebalance at {size}"] = summary[f"join of {size}"] = "not measured (a route did not settle)"
+            continue
         kafka_leave, zkcoord_leave = (statistics.median(results[route][1]) for route in ROUTES)
         summary[f"rebalance at {size}"] = ratio(kafka_leave, zkcoord_leave, higher_is_better=False)
         summary[f"join of {size}"] = ratio(results["kafka"][0], results["zkcoord"][0], higher_is_better=False)
@@ -434,6 +442,11 @@ def measure(kafka: TestKafka, node: NodeProcess, args: argparse.Namespace) -> No
             f"   {size:>5} members zkcoord ÷ Kafka (speed): leave {summary[f'rebalance at {size}']}, "
             f"join {summary[f'join of {size}']}"
         )
+
+    lost = node.log_path.read_text(errors="replace").count("session lost")
+    if lost:
+        print(f"\nThe node lost its ZooKeeper session {lost} time(s) in this run (its log: 'session lost'): it")
+        print("resigned its offsets partitions and took them back, and its groups with them.")
 
     print("\nzkcoord ÷ Kafka (above 1: zkcoord faster):")
     for kind, value in summary.items():
