@@ -61,7 +61,7 @@ bench: setup
 	$(BIN)/python benchmarks/gateway_failover.py
 	$(BIN)/python benchmarks/member_migration.py
 	$(BIN)/python benchmarks/security.py
-	$(BIN)/python benchmarks/versus_kafka.py
+	$(BIN)/python benchmarks/versus_kafka.py --members 10,100,1000
 
 clean:
 	rm -rf $(VENV) build *.egg-info

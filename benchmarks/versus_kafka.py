@@ -24,10 +24,11 @@ Rates run one untimed round, then ``--repeats`` rounds with the routes alternati
 zkcoord ÷ Kafka (above 1: zkcoord is faster; for times, Kafka's time ÷ zkcoord's). The broker's offsets are not
 fsynced (Kafka relies on replicas: ``log.flush.interval.messages`` unbounded), a node's are
 (``log.flush.policy=group``). Both use ``group.initial.rebalance.delay.ms=0``; the node's ``max.connections`` is
-raised, as Kafka's is unbounded. Progress goes to stderr; every process is stopped at the end. About 6 minutes
-on 2 cores with the defaults (``--members 10,100`` about 3); figures in docs/performance.md.
+raised, as Kafka's is unbounded. Progress goes to stderr; every process is stopped at the end. About 3.5
+minutes on 2 cores with the defaults, 7-10 with ``--members 10,100,1000`` (``make bench``); figures in
+docs/performance.md.
 
-    python benchmarks/versus_kafka.py [--members 10,100,1000] [--seconds 3] [--repeats 3] [--quick]
+    python benchmarks/versus_kafka.py [--members 10,100] [--seconds 3] [--repeats 3] [--quick]
 """
 
 from __future__ import annotations
@@ -455,7 +456,7 @@ def measure(kafka: TestKafka, node: NodeProcess, args: argparse.Namespace) -> No
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--members", default="10,100,1000", help="group sizes of the rebalance (default 10,100,1000)")
+    parser.add_argument("--members", default="10,100", help="group sizes of the rebalance (default 10,100)")
     parser.add_argument("--seconds", type=float, default=3.0, help="window of commits and heartbeats (default 3)")
     parser.add_argument("--repeats", type=int, default=3, help="rounds of each measure (default 3)")
     parser.add_argument("--committers", type=int, default=8, help="committing members (default 8)")
