@@ -167,6 +167,22 @@ class Group:
 
         wait_until(settled, timeout=SETTLE_TIMEOUT_S, what=f"{len(self.members)} members assigned")
 
+    def status(self) -> list[tuple[int, int | None, float]]:
+        """Each member's (assignments so far, partitions now or None while revoked, time of the last)."""
+        with self._lock:
+            return [
+                (member.assignments, None if member.assigned is None else len(member.assigned), member.assigned_at)
+                for member in self.members
+            ]
+
+    def close_one(self) -> float:
+        """Close the last member (it leaves the group); the time the close began."""
+        with self._lock:
+            leaving = self.members.pop()
+        started = time.perf_counter()
+        leaving.consumer.close()
+        return started
+
     def close(self) -> None:
         self._stopping.set()
         for poller in self._pollers:
@@ -243,22 +259,9 @@ def shard(connection: Connection, bootstrap: str, topic: str, size: int, group: 
                     member.subscribe(topic)
                 connection.send(None)
             elif command == "status":
-                with members._lock:
-                    status = [
-                        (
-                            member.assignments,
-                            None if member.assigned is None else len(member.assigned),
-                            member.assigned_at,
-                        )
-                        for member in members.members
-                    ]
-                connection.send((status, members.sweep_s))
+                connection.send((members.status(), members.sweep_s))
             elif command == "leave":
-                with members._lock:
-                    leaving = members.members.pop()
-                started = time.perf_counter()
-                leaving.consumer.close()
-                connection.send(started)
+                connection.send(members.close_one())
             else:
                 return
     finally:
