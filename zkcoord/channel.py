@@ -125,6 +125,20 @@ class CoordinatorChannel:
         self.max_backoff_s = max_backoff_s
         self._connections: dict[Address, WireConnection] = {}
 
+    def clone(self) -> CoordinatorChannel:
+        """A channel with the same settings and connections of its own: a channel is for one thread at a time."""
+        return CoordinatorChannel(
+            self.addresses,
+            self.client_id,
+            self.request_timeout_ms,
+            self._unavailable,
+            self._error_for,
+            self._sleep,
+            self._create_connection,
+            self.initial_backoff_s,
+            self.max_backoff_s,
+        )
+
     def close(self) -> None:
         for connection in self._connections.values():
             connection.close()

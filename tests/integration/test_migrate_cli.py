@@ -103,6 +103,27 @@ def test_down_to_zero_leaves_zookeeper_complete(node, zk, zk_connect, capsys):
     assert run(capsys, zk_connect, "verify", "--group", "g")[0] == 0
 
 
+def test_up_all_migrates_groups_side_by_side_and_a_refused_group_stops_only_itself(node, zk, zk_connect, capsys):
+    """``--all`` runs several groups at once (Runner.run_all): each is migrated and verified as alone, in the
+    order of its steps, and a group refused on the way (a JVM member at 0003) fails alone, with exit 1."""
+    groups = [f"g{n:02d}" for n in range(12)]
+    for n, group in enumerate(groups):
+        write_offsets(zk, group, {("t", p): 100 * n + p for p in range(4)})
+    registration = layout.encode_consumer_registration(layout.ConsumerRegistration({"t": 1}, "static", 1))
+    zk.create(layout.consumer_path("g05", "g05_jvm-host-1-abcd"), registration, ephemeral=True, makepath=True)
+    code, out, err = run(capsys, zk_connect, "up", "--all")
+    assert code == 1
+    assert err.count("Error: ") == 1 and "group g05: refusing to run 0003_read_from_log up" in err
+    for group in groups:
+        assert f"group {group}: backfilling 4 of 4 partition(s)" in out
+        state = state_of(zk, group)
+        assert state.phase == (Phase.DUAL_WRITE if group == "g05" else Phase.LOG_ONLY), group
+        assert state.pending is None and state.epoch == (1 if group == "g05" else 3)
+    code, out, _ = run(capsys, zk_connect, "verify", "--all", "--json")
+    assert code == 0
+    assert {g["group"]: g["counts"]["match"] for g in json.loads(out)} == dict.fromkeys(groups, 4)
+
+
 def test_bad_group_and_unknown_step_are_clear_errors(node, zk_connect, capsys):
     code, _, err = run(capsys, zk_connect, "up", "--group", "no/slash")
     assert code == 1 and "not a legal group id" in err

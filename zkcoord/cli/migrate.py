@@ -186,19 +186,23 @@ def _migrate_run(runner, groups: list[str], args: argparse.Namespace) -> int:
     from zkcoord.migration.phases import MigrationError
 
     failed = 0
-    for group in tqdm(
-        groups, unit="group", desc=f"migrate {args.action}", leave=False, disable=None if len(groups) > 1 else True
-    ):
-        try:
-            result = runner.run(group, args.action, args.to, dry_run=args.dry_run, allow_rewind=args.allow_rewind)
-        except TargetError:
-            raise
-        except MigrationError as error:  # refused, or a step that did not complete: go on with the other groups
-            print(f"Error: {error}", file=sys.stderr)
-            failed += 1
-            continue
-        if not result.done:
-            runner.say(f"group {group}: nothing to do")
+    runs = runner.run_all(groups, args.action, args.to, dry_run=args.dry_run, allow_rewind=args.allow_rewind)
+    with contextlib.closing(runs):
+        for group, outcome in tqdm(
+            runs,
+            total=len(groups),
+            unit="group",
+            desc=f"migrate {args.action}",
+            leave=False,
+            disable=None if len(groups) > 1 else True,
+        ):
+            if isinstance(outcome, TargetError):
+                raise outcome
+            if isinstance(outcome, MigrationError):  # refused, or a step that did not complete: the others go on
+                print(f"Error: {outcome}", file=sys.stderr)
+                failed += 1
+            elif not outcome.done:
+                runner.say(f"group {group}: nothing to do")
     return EXIT_PROBLEM if failed else EXIT_OK
 
 

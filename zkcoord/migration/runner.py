@@ -15,8 +15,10 @@ a Kafka cluster, a :class:`~zkcoord.migration.kafka_target.KafkaTarget`.
 import contextlib
 import importlib.util
 import logging
+import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -49,6 +51,9 @@ UP, DOWN = "up", "down"
 ZERO = "zero"  # ``--to zero``: no step applied
 COMMIT_CHUNK = 1000  # partitions per backfill OffsetCommit
 ACK_TIMEOUT_S = 30.0  # how long a step waits for live nodes and members to acknowledge a phase change
+# Groups migrated at once by ``run_all``: their reads, state writes and commits are in flight together, so ZooKeeper
+# and the node answer many groups per round trip and per fsync; at most this many times ``zk.offsets.BATCH`` reads.
+WORKERS = 16
 Partition = tuple[str, int]
 
 
@@ -419,6 +424,59 @@ class Runner:
             self.say(f"group {group}: {step.name} {way} done ({step.description})")
         result.state = ctx.state
         return result
+
+    def run_all(
+        self,
+        groups: list[str],
+        direction: str,
+        to: str | None = None,
+        dry_run: bool = False,
+        allow_rewind: bool = False,
+        workers: int = WORKERS,
+    ) -> Iterator[tuple[str, RunResult | MigrationError]]:
+        """:meth:`run` for each group, up to ``workers`` groups at once; yields ``(group, result or the group's
+        MigrationError)`` in the order of ``groups``.
+
+        Each group's steps, checks and state writes happen in the same order as with :meth:`run` (a group is one
+        run on one thread); only different groups overlap, which is safe because a step reads and changes its own
+        group alone. The kazoo client is shared (it is thread-safe, and its session pipelines the threads'
+        requests); each thread has a channel of its own (a channel is not)."""
+        local = threading.local()
+        own_runners: list[Runner] = []
+
+        def run_one(group: str) -> RunResult | MigrationError:
+            runner = getattr(local, "runner", None)
+            if runner is None:
+                runner = local.runner = self._with_channel(self.channel.clone())
+                own_runners.append(runner)
+            try:
+                return runner.run(group, direction, to, dry_run=dry_run, allow_rewind=allow_rewind)
+            except MigrationError as error:
+                return error
+
+        pool = ThreadPoolExecutor(max(1, min(workers, len(groups))), thread_name_prefix="migrate")
+        try:
+            futures = [pool.submit(run_one, group) for group in groups]
+            for group, future in zip(groups, futures, strict=True):
+                yield group, future.result()
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)  # a stopped caller starts no new group
+            for runner in own_runners:
+                runner.channel.close()
+
+    def _with_channel(self, channel: CoordinatorChannel) -> "Runner":
+        return Runner(
+            self.zk,
+            channel,
+            self.steps,
+            self.root,
+            self.now_ms,
+            self.say,
+            self.progress,
+            self.ack_timeout_s,
+            self.target,
+            self.legacy_strategy,
+        )
 
     def _write(self, ctx: StepContext, state: MigrationState) -> None:
         ctx.version = store.write_state(self.zk, self.root, ctx.group, state, ctx.version)
