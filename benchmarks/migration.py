@@ -13,19 +13,21 @@ ZooKeeper; this process plays ``zkcoord migrate``: the kazoo client (threading h
    ``read_groups_offsets`` 200 groups at a time (what verify does); and the coordinator's pipelined OffsetFetch
    rate from the log alone, on as many control groups (no migration state) with as many committed offsets;
 2. ``migrate up --all --to 0001_dual_commit`` (ZK_ONLY -> DUAL_WRITE), then the backfill
-   ``migrate up --all --to 0002_backfill_log`` (``Runner.run`` one group after another, as the CLI does), each
-   timed: groups/s, partitions/s, ZooKeeper requests counted twice: this process's (``KazooClient._call``
-   wrapped, by request type), and all clients' (ZooKeeper's ``zk_packets_received`` from ``mntr``, before and
-   after), the difference being the node's (migration-state watches, OffsetFetch's MAX reads, the commit
-   mirror, FindCoordinator); and the wall time spent waiting for coordinator requests (``CoordinatorChannel``'s
-   ``call`` and ``pipeline`` wrapped). Then every offset of the log, read from the node's log directory (not
-   through OffsetFetch, which in ZK_ONLY and DUAL_WRITE answers max(log, ZooKeeper)), against ZooKeeper's;
+   ``migrate up --all --to 0002_backfill_log`` (``Runner.run_all``, as the CLI runs ``--all``: ``WORKERS`` groups
+   at once, so their reads, state writes and commits are in flight together), each timed: groups/s,
+   partitions/s, ZooKeeper requests counted twice: this process's (``KazooClient._call`` wrapped, by request
+   type), and all clients' (ZooKeeper's ``zk_packets_received`` from ``mntr``, before and after), the difference
+   being the node's (migration-state watches, OffsetFetch's MAX reads, the commit mirror, FindCoordinator); and
+   the wall time spent waiting for coordinator requests (``CoordinatorChannel``'s ``call`` and ``pipeline``
+   wrapped, summed over the workers' channels). Then every offset of the log, read from the node's log directory
+   (not through OffsetFetch, which in ZK_ONLY and DUAL_WRITE answers max(log, ZooKeeper)), against ZooKeeper's;
 3. ``verify_groups`` over all groups (``migrate verify --all``): the same figures, every group ``ok``, and the log
    offsets verify compared with against the log on disk.
 
-The aim of the issue is a ZooKeeper read rate within 2x of the raw rate, for the backfill and for verify: this
+The aim of the issue is a ZooKeeper read rate within 1.2x of the raw rate, for the backfill and for verify: this
 process's reads/s are held to it, marked PASS or BELOW (never a non-zero exit status); beside it, partitions/s
-against the raw rate (a copy needs at least one read per partition). Each phase shows the CPU used, in cores, by
+against the raw rate (the backfill reads each offset twice: to copy it, and again in its post-condition, after
+the copy). Each phase shows the CPU used, in cores, by
 the node, ZooKeeper, this process and everything else on the machine (other sessions' tests skew the figures).
 --profile runs cProfile in this process (main thread, by cumulative time: where the runner's wall time goes) and
 in the node (by own time) during the backfill and the verify. Fixed seed; every process is stopped and the
@@ -60,7 +62,7 @@ from zkcoord.cli.common import zookeeper as cli_zookeeper
 from zkcoord.log.inspect import scan_partition
 from zkcoord.log.segment import partition_directories
 from zkcoord.migration.phases import MigrationError
-from zkcoord.migration.runner import Runner, load_steps
+from zkcoord.migration.runner import WORKERS, Runner, load_steps
 from zkcoord.migration.verify import verify_groups
 from zkcoord.offsets.records import decode_offset_commit
 from zkcoord.zk import layout
@@ -74,7 +76,7 @@ ROOT = layout.DEFAULT_ROOT  # zkcoord's root, the CLI's --root default
 CHROOT = "/bench"
 TOPICS, PARTITIONS_PER_TOPIC = 10, 10  # every group has an offset for each of the 100 partitions
 TIMEOUT_MS = 30_000  # the CLI's --timeout default
-AIM_RATIO = 2.0  # within 2x of the raw pipelined read rate
+AIM_RATIO = 1.2  # within 1.2x of the raw pipelined read rate
 VERIFY_BATCH = 200  # verify_groups' default, groups per pipeline
 READS = frozenset({"GetData", "GetChildren", "GetChildren2", "Exists", "GetACL"})
 WRITERS = 16  # groups whose offsets are written at once during set-up
@@ -137,6 +139,17 @@ class TimedChannel:
     def __init__(self, channel: CoordinatorChannel):
         self.seconds = 0.0
         self.requests = 0
+        self._wrap(channel)
+
+    def _wrap(self, channel: CoordinatorChannel) -> None:
+        inner_clone = channel.clone
+
+        def clone() -> CoordinatorChannel:
+            copy = inner_clone()
+            self._wrap(copy)
+            return copy
+
+        channel.clone = clone
         for name in ("call", "pipeline"):
             inner = getattr(channel, name)
 
@@ -359,16 +372,14 @@ def baseline_phase(env: Env) -> dict[str, float]:
 
 def run_steps(env: Env, name: str, to: str, profile: bool) -> Phase:
     groups = env.groups
-    print(f"   {name}: migrate up --all --to {to}, {len(groups):,} groups one at a time ...", flush=True)
+    print(f"   {name}: migrate up --all --to {to}, {len(groups):,} groups, {WORKERS} at a time ...", flush=True)
     env.said.clear()
     with Measure(env, name, profile) as phase:
         started = time.perf_counter()
         shown = started
-        for n, group in enumerate(groups, 1):
-            try:
-                env.runner.run(group, "up", to)
-            except MigrationError as error:
-                phase.failures.append(f"{group}: {error}")
+        for n, (group, outcome) in enumerate(env.runner.run_all(groups, "up", to), 1):
+            if isinstance(outcome, MigrationError):
+                phase.failures.append(f"{group}: {outcome}")
             now = time.perf_counter()
             if now - shown >= 10:
                 shown = now
@@ -397,7 +408,8 @@ def report_phase(env: Env, phase: Phase, partitions: int) -> None:
     others = requests.server_total - requests.reads - requests.writes
     print(
         f"      wall time waiting for coordinator requests (FindCoordinator, OffsetFetch, OffsetCommit, "
-        f"DescribeGroups): {phase.channel_seconds:.2f} s ({phase.channel_seconds / seconds:.0%}) for "
+        f"DescribeGroups), summed over the workers: {phase.channel_seconds:.2f} s "
+        f"({phase.channel_seconds / seconds:.0%}) for "
         f"{phase.channel_requests:,} requests; ZooKeeper requests of other clients (the node) meanwhile {others:,} "
         f"({others / groups:,.1f}/group)"
     )
@@ -452,8 +464,8 @@ def check_log(env: Env) -> dict[str, int]:
 def backfill_phase(env: Env, profile: bool) -> tuple[Phase, Phase, dict[str, int]]:
     print(
         f"\n2. Migration of {len(env.groups):,} groups x {sum(env.topics.values())} partitions = {env.partitions:,} "
-        f"partitions, as `zkcoord migrate up --all` runs it (Runner.run per group; the log holds none of their "
-        f"offsets before)",
+        f"partitions, as `zkcoord migrate up --all` runs it (Runner.run_all, {WORKERS} groups at once; the log holds "
+        f"none of their offsets before)",
         flush=True,
     )
     dual = run_steps(env, "0001 (DUAL_WRITE)", "0001_dual_commit", False)
