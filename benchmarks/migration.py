@@ -19,8 +19,10 @@ ZooKeeper; this process plays ``zkcoord migrate``: the kazoo client (threading h
    type), and all clients' (ZooKeeper's ``zk_packets_received`` from ``mntr``, before and after), the difference
    being the node's (migration-state watches, OffsetFetch's MAX reads, the commit mirror, FindCoordinator); and
    the wall time spent waiting for coordinator requests (``CoordinatorChannel``'s ``call`` and ``pipeline``
-   wrapped, summed over the workers' channels). Then every offset of the log, read from the node's log directory
-   (not through OffsetFetch, which in ZK_ONLY and DUAL_WRITE answers max(log, ZooKeeper)), against ZooKeeper's;
+   wrapped, summed over the workers' channels). The backfill runs twice, each over half the groups: one group
+   after another (``Runner.run`` per group, as ``--all`` ran before), then ``Runner.run_all``. Then every
+   offset of the log, read from the node's log directory (not through OffsetFetch, which in ZK_ONLY and
+   DUAL_WRITE answers max(log, ZooKeeper)), against ZooKeeper's;
 3. ``verify_groups`` over all groups (``migrate verify --all``): the same figures, every group ``ok``, and the log
    offsets verify compared with against the log on disk.
 
@@ -33,7 +35,7 @@ the node, ZooKeeper, this process and everything else on the machine (other sess
 in the node (by own time) during the backfill and the verify. Fixed seed; every process is stopped and the
 temporary directory (under the repository's var/, not tmpfs) removed at the end.
 
-    python benchmarks/migration.py [--quick] [--profile]
+    python benchmarks/migration.py [--quick | --groups N] [--profile]
 """
 
 from __future__ import annotations
@@ -178,6 +180,8 @@ class Phase:
     """Wall time, CPU, ZooKeeper requests and node requests of one measured phase."""
 
     name: str
+    groups: int = 0
+    partitions: int = 0
     seconds: float = 0.0
     cpu: CpuWindow | None = None
     requests: Requests | None = None
@@ -370,28 +374,39 @@ def baseline_phase(env: Env) -> dict[str, float]:
 # ---- 2. the backfill ------------------------------------------------------------------------------------------
 
 
-def run_steps(env: Env, name: str, to: str, profile: bool) -> Phase:
-    groups = env.groups
-    print(f"   {name}: migrate up --all --to {to}, {len(groups):,} groups, {WORKERS} at a time ...", flush=True)
+def one_after_another(runner: Runner, groups: list[str], to: str):
+    """``migrate up --all`` as it ran before ``Runner.run_all``: ``Runner.run`` for one group after another."""
+    for group in groups:
+        try:
+            yield group, runner.run(group, "up", to)
+        except MigrationError as error:
+            yield group, error
+
+
+def run_steps(env: Env, name: str, to: str, profile: bool, groups: list[str], together: bool = True) -> Phase:
+    how = f"{WORKERS} at a time (Runner.run_all)" if together else "one after another (Runner.run per group)"
+    print(f"   {name}: migrate up --all --to {to}, {len(groups):,} groups, {how} ...", flush=True)
     env.said.clear()
+    runs = env.runner.run_all(groups, "up", to) if together else one_after_another(env.runner, groups, to)
     with Measure(env, name, profile) as phase:
+        phase.groups, phase.partitions = len(groups), len(groups) * sum(env.topics.values())
         started = time.perf_counter()
         shown = started
-        for n, (group, outcome) in enumerate(env.runner.run_all(groups, "up", to), 1):
+        for n, (group, outcome) in enumerate(runs, 1):
             if isinstance(outcome, MigrationError):
                 phase.failures.append(f"{group}: {outcome}")
             now = time.perf_counter()
             if now - shown >= 10:
                 shown = now
                 print(f"      {n:,}/{len(groups):,} groups, {n / (now - started):,.1f} groups/s so far", flush=True)
-    report_phase(env, phase, env.partitions)
+    report_phase(phase)
     return phase
 
 
-def report_phase(env: Env, phase: Phase, partitions: int) -> None:
+def report_phase(phase: Phase) -> None:
     requests = phase.requests
     seconds = phase.seconds
-    groups = len(env.groups)
+    groups, partitions = phase.groups, phase.partitions
     print(
         f"   {phase.name}: {seconds:.2f} s, {groups / seconds:,.1f} groups/s, {partitions / seconds:,.0f} partitions/s"
         + (f", {len(phase.failures)} groups FAILED" if phase.failures else "")
@@ -461,15 +476,22 @@ def check_log(env: Env) -> dict[str, int]:
     return counts
 
 
-def backfill_phase(env: Env, profile: bool) -> tuple[Phase, Phase, dict[str, int]]:
+def backfill_phase(env: Env, profile: bool) -> tuple[Phase, Phase, Phase, dict[str, int]]:
     print(
         f"\n2. Migration of {len(env.groups):,} groups x {sum(env.topics.values())} partitions = {env.partitions:,} "
         f"partitions, as `zkcoord migrate up --all` runs it (Runner.run_all, {WORKERS} groups at once; the log holds "
-        f"none of their offsets before)",
+        f"none of their offsets before); the backfill of the first half of the groups runs one group after another "
+        f"as `--all` did before, for comparison in the same run",
         flush=True,
     )
-    dual = run_steps(env, "0001 (DUAL_WRITE)", "0001_dual_commit", False)
-    backfill = run_steps(env, "0002 (backfill)", "0002_backfill_log", profile)
+    half = len(env.groups) // 2
+    dual = run_steps(env, "0001 (DUAL_WRITE)", "0001_dual_commit", False, env.groups)
+    alone = run_steps(
+        env, "0002 (backfill, one group after another)", "0002_backfill_log", False, env.groups[:half], False
+    )
+    said_before = list(env.said)
+    backfill = run_steps(env, "0002 (backfill, --all)", "0002_backfill_log", profile, env.groups[half:])
+    env.said[:0] = said_before
     said = [line for line in env.said if "backfilling" in line]
     copied = sum(int(match.group(1)) for line in said if (match := re.search(r"backfilling (\d+) of", line)))
     print(
@@ -490,7 +512,7 @@ def backfill_phase(env: Env, profile: bool) -> tuple[Phase, Phase, dict[str, int
         f"{'all equal' if right else 'NOT all equal'}",
         flush=True,
     )
-    return dual, backfill, counts
+    return dual, alone, backfill, counts
 
 
 # ---- 3. verify ------------------------------------------------------------------------------------------------
@@ -507,7 +529,8 @@ def verify_phase(env: Env, profile: bool) -> tuple[Phase, int, int]:
     for result in results:
         statuses.update(result.counts)
     ok = sum(1 for result in results if result.ok)
-    report_phase(env, phase, env.partitions)
+    phase.groups, phase.partitions = len(env.groups), env.partitions
+    report_phase(phase)
     own = sum(result.zk_reads for result in results)
     on_disk = log_offsets_on_disk(env.log_dir)
     wrong = sum(
@@ -552,7 +575,15 @@ def print_client_profile(title: str, stats: pstats.Stats, top: int = 25) -> None
 
 
 def summary(
-    env: Env, rates: dict[str, float], dual: Phase, backfill: Phase, verify: Phase, log_ok: bool, ok: int, wrong: int
+    env: Env,
+    rates: dict[str, float],
+    dual: Phase,
+    alone: Phase,
+    backfill: Phase,
+    verify: Phase,
+    log_ok: bool,
+    ok: int,
+    wrong: int,
 ) -> None:
     print("\nSummary (the aim of the issue; being below does not fail this command)\n")
     print(f"   {'measure':<78} {'value':>18}  {'aim':<9} verdict")
@@ -561,13 +592,14 @@ def summary(
         print(f"   {measure:<78} {value:>18}  {aim:<9} {'' if good is None else verdict(good)}".rstrip())
 
     raw = rates["raw"]
-    partitions = env.partitions
     row("raw pipelined ZooKeeper reads/s (kazoo get_async, the baseline)", f"{raw:,.0f}/s")
     row("   read_groups_offsets reads/s (200 groups per call)", f"{rates['bulk']:,.0f}/s")
     row("   coordinator OffsetFetch partitions/s, log only (pipelined)", f"{rates['fetch']:,.0f}/s")
     row(f"0001 dual commit, {len(env.groups):,} groups", f"{dual.seconds:,.1f} s")
     aim = f"≤ {AIM_RATIO:g}x"
-    for phase, label in ((backfill, "backfill (0002)"), (verify, "verify")):
+    labels = ((alone, "backfill, one by one"), (backfill, "backfill, --all"), (verify, "verify"))
+    for phase, label in labels:
+        partitions = phase.partitions
         reads = phase.requests.reads / phase.seconds
         row(f"{label}: wall time for {partitions:,} partitions", f"{phase.seconds:,.1f} s")
         row(f"{label}: partitions/s", f"{partitions / phase.seconds:,.0f}/s")
@@ -579,6 +611,8 @@ def summary(
             f"{label}: ZooKeeper requests per partition, this process / all clients",
             (f"{phase.requests.reads / partitions:.2f} / {phase.requests.server_total / partitions:.2f}"),
         )
+    speedup = (backfill.partitions / backfill.seconds) / (alone.partitions / alone.seconds)
+    row("backfill partitions/s: --all ÷ one by one", f"{speedup:,.2f}x")
     row("log offsets equal to ZooKeeper's after the backfill", "yes" if log_ok else "NO")
     row("verify: groups ok", f"{ok:,} of {len(env.groups):,}")
     row("verify: partitions whose log offset differs from the log on disk", f"{wrong:,}")
@@ -590,9 +624,10 @@ def summary(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="100 groups instead of 1000 (a smoke test)")
+    parser.add_argument("--groups", type=int, help="this many groups (default 1000, --quick 100)")
     parser.add_argument("--profile", action="store_true", help="cProfile this process and the node (backfill, verify)")
     args = parser.parse_args()
-    scale = QUICK if args.quick else FULL
+    scale = Scale(args.groups) if args.groups else QUICK if args.quick else FULL
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so that the cleanup below runs
     with bench_directory("migration-bench-") as root:
         started = time.monotonic()
@@ -646,7 +681,7 @@ def main() -> None:
                     flush=True,
                 )
                 rates = baseline_phase(env)
-                dual, backfill, counts = backfill_phase(env, args.profile)
+                dual, alone, backfill, counts = backfill_phase(env, args.profile)
                 log_ok = counts["log = ZooKeeper"] == env.partitions
                 verify, ok, wrong = verify_phase(env, args.profile)
                 for phase in (backfill, verify):
@@ -654,7 +689,7 @@ def main() -> None:
                         print_profile(f"the {phase.name}", phase.node_profile)
                     if phase.profile is not None:
                         print_client_profile(f"the {phase.name}", phase.profile)
-                summary(env, rates, dual, backfill, verify, log_ok, ok, wrong)
+                summary(env, rates, dual, alone, backfill, verify, log_ok, ok, wrong)
         finally:
             if channel is not None:
                 channel.close()
