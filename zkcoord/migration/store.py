@@ -27,6 +27,7 @@ from zkcoord.zk.layout import ZnodeDecodeError
 log = logging.getLogger(__name__)
 
 NO_VERSION = -1  # the state znode does not exist yet
+BRIDGE_TRIES = 5  # teardowns of a bridge that nodes keep writing meanwhile, before giving up
 
 
 class ConcurrentChangeError(MigrationStateError):
@@ -63,8 +64,28 @@ def write_state_and_bridge(
     """Store ``state`` (compare-and-set, as :func:`write_state`) and, in the same transaction, set the group's
     bridge up (``strategy``: the 0.8.2 assignment strategy of its legacy members) or, with None, tear it down:
     the bridge znode goes at the version read, with every registration and owner znode it lists, so a node
-    that bridges the group meanwhile makes this fail rather than leave a member behind. Returns the new version.
+    that bridges the group meanwhile makes this fail rather than leave a member behind. A teardown that failed
+    only on the bridge's side (a node took the bridge over under its epoch, or a member joined it) is read and
+    tried again while the state is still at ``version``. Returns the new version.
     """
+    for _ in range(BRIDGE_TRIES):
+        results = _state_and_bridge_transaction(client, root, group, state, version, strategy)
+        if results is None:  # no bridge to tear down
+            return write_state(client, root, group, state, version)
+        if not any(isinstance(result, Exception) for result in results):
+            return results[-1].version
+        if strategy is not None or isinstance(results[-1], BadVersionError):
+            break  # the state changed, or the bridge was set up by someone else
+    raise ConcurrentChangeError(
+        f"the migration state or the mixed-group bridge of group {group} changed while this command ran; run it again"
+    )
+
+
+def _state_and_bridge_transaction(
+    client: KazooClient, root: str, group: str, state: MigrationState, version: int, strategy: str | None
+) -> list | None:
+    """The results of one transaction of :func:`write_state_and_bridge` (the state's write last); None: there is
+    no bridge to tear down."""
     path, bridge = layout.migration_path(root, group), layout.bridge_path(root, group)
     transaction = client.transaction()
     if strategy is not None:
@@ -73,19 +94,13 @@ def write_state_and_bridge(
     else:
         found = read_bridge_versioned(client, root, group)
         if found is None:
-            return write_state(client, root, group, state, version)
+            return None
         held, bridge_version = found
         for path_to_drop in _bridge_znodes(client, group, held):
             transaction.delete(path_to_drop)
         transaction.delete(bridge, version=bridge_version)
     transaction.set_data(path, encode_state(state), version=version)
-    results = transaction.commit()
-    if any(isinstance(result, Exception) for result in results):
-        raise ConcurrentChangeError(
-            f"the migration state or the mixed-group bridge of group {group} changed while this command ran; "
-            "run it again"
-        )
-    return results[-1].version
+    return transaction.commit()
 
 
 def _bridge_znodes(client: KazooClient, group: str, held: layout.BridgeState) -> list[str]:
