@@ -74,7 +74,6 @@ def _lookup(names: Iterable[str]) -> dict[str, str]:
 
 _OPERATIONS = _lookup(OPERATIONS)
 _PERMISSIONS = _lookup(PERMISSIONS)
-_RESOURCE_TYPES = _lookup(RESOURCE_TYPES)
 _ENUM_RESOURCE_TYPES = {enum_name(name): name for name in RESOURCE_TYPES}
 
 
@@ -84,22 +83,6 @@ def parse_operation(name: str) -> str:
         return _OPERATIONS[name.strip().upper()]
     except KeyError:
         raise ValueError(f"unknown operation {name!r}; valid operations: {', '.join(OPERATIONS)}") from None
-
-
-def parse_permission(name: str) -> str:
-    """``Allow`` or ``Deny`` from any case; ValueError else."""
-    try:
-        return _PERMISSIONS[name.strip().upper()]
-    except KeyError:
-        raise ValueError(f"unknown permission type {name!r}; valid: Allow, Deny") from None
-
-
-def parse_resource_type(name: str) -> str:
-    """A resource type by its ZooKeeper name (``Group``, ``TransactionalId``, any case); ValueError else."""
-    try:
-        return _RESOURCE_TYPES[name.upper()]
-    except KeyError:
-        raise ValueError(f"unknown resource type {name!r}; valid: {', '.join(RESOURCE_TYPES)}") from None
 
 
 def parse_enum_resource_type(name: str) -> str:

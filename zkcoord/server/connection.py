@@ -24,7 +24,7 @@ from gevent.server import StreamServer
 
 from zkcoord.errors import ErrorCode
 from zkcoord.server.limits import ConnectionLimits
-from zkcoord.server.security import ConnectionSecurity, ListenerSecurity
+from zkcoord.server.security import NO_SASL, ConnectionSecurity, ListenerSecurity, linger_s, sasl_answer
 from zkcoord.wire.codec import encode_response, read_request
 from zkcoord.wire.connection import ServerConnection
 from zkcoord.wire.framing import DEFAULT_MAX_REQUEST_BYTES, FrameError
@@ -186,7 +186,7 @@ class _Connection:
         if type(request) is dict:
             return self._send(correlation_id, request)
         if type(request) in _SASL_REQUESTS:
-            response, close = _sasl_answer(security, request)
+            response, close = _sasl_response(security, request)
         elif security is not None and not security.authenticated and type(request) is not ApiVersionsRequest:
             response, close = _NOT_AUTHENTICATED, True
         else:
@@ -195,8 +195,7 @@ class _Connection:
         if close:
             log.info("closing connection peer=%s: %s", self.peer, getattr(response, "error_message", ""))
             self._flush()
-            if security is not None:
-                gevent.sleep(security.listener.failed_authentication_delay_s)
+            gevent.sleep(linger_s(security))
         return not close
 
     def _dispatched(self, request: Request, message: dict) -> object:
@@ -273,19 +272,19 @@ _NOT_AUTHENTICATED = ErrorResponse(
 )
 
 
-def _sasl_answer(security: ConnectionSecurity | None, request) -> tuple[Response, bool]:
-    """The answer to SaslHandshake or SaslAuthenticate, and whether the connection then closes."""
-    if security is None or not security.listener.settings.sasl:
-        message = "this listener does not take SASL"
-        return ErrorResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE, error_message=message), True
-    if type(request) is SaslHandshakeRequest:
-        error_code, mechanisms = security.handshake(request.mechanism)
-        return SaslHandshakeResponse(error_code=error_code, mechanisms=mechanisms), error_code != ErrorCode.NONE
-    step = security.authenticate(request.auth_bytes)
-    response = SaslAuthenticateResponse(
-        error_code=step.error_code, error_message=step.error_message, auth_bytes=step.auth_bytes
-    )
-    return response, step.close
+def _sasl_response(security: ConnectionSecurity | None, request) -> tuple[Response, bool]:
+    """The answer to SaslHandshake or SaslAuthenticate in msgpack's typed responses."""
+    handshake = type(request) is SaslHandshakeRequest
+    answer = sasl_answer(security, handshake, request.mechanism if handshake else request.auth_bytes)
+    if answer is NO_SASL:
+        response = ErrorResponse(error_code=answer.error_code, error_message=answer.error_message)
+    elif handshake:
+        response = SaslHandshakeResponse(error_code=answer.error_code, mechanisms=answer.mechanisms)
+    else:
+        response = SaslAuthenticateResponse(
+            error_code=answer.error_code, error_message=answer.error_message, auth_bytes=answer.auth_bytes
+        )
+    return response, answer.close
 
 
 class WireServer:

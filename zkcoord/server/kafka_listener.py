@@ -42,7 +42,7 @@ from zkcoord.server.gateway import (
 from zkcoord.server.kafka_group_call import CLOSE as _CLOSE
 from zkcoord.server.kafka_group_call import GroupCall
 from zkcoord.server.limits import ConnectionLimits
-from zkcoord.server.security import ConnectionSecurity, ListenerSecurity
+from zkcoord.server.security import ConnectionSecurity, ListenerSecurity, linger_s, sasl_answer
 from zkcoord.wire import messages as m
 from zkcoord.wire.kafka import data_acl, groups, versions
 from zkcoord.wire.kafka.entities import build
@@ -333,20 +333,14 @@ class _Connection:
         if not low <= header.api_version <= high:
             raise KafkaFrameError(f"api {header.api_key} v{header.api_version} is not served here")
         body = read_body(header, request)
-        if security is None or not security.listener.settings.sasl:
-            plain, close = {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "error_message": "no SASL here"}, True
-        elif header.api_key == versions.SASL_HANDSHAKE:
-            error_code, mechanisms = security.handshake(body.mechanism)
-            plain, close = {"error_code": error_code, "mechanisms": list(mechanisms)}, error_code != ErrorCode.NONE
-        else:
-            step = security.authenticate(body.auth_bytes)
-            plain = {"error_code": step.error_code, "error_message": step.error_message, "auth_bytes": step.auth_bytes}
-            close = step.close
+        handshake = header.api_key == versions.SASL_HANDSHAKE
+        answer = sasl_answer(security, handshake, body.mechanism if handshake else body.auth_bytes)
+        plain = {**answer._asdict(), "mechanisms": list(answer.mechanisms)}
         schema = response_schema(header.api_key, header.api_version)
         self._answer(encode_response(header.correlation_id, build(schema, plain)))
-        if close:
-            gevent.sleep(security.listener.failed_authentication_delay_s if security is not None else 0)
-            raise _Closing(f"SASL: {plain.get('error_message') or ErrorCode(plain['error_code']).name}")
+        if answer.close:
+            gevent.sleep(linger_s(security))
+            raise _Closing(f"SASL: {answer.error_message or ErrorCode(answer.error_code).name}")
 
     def _refuse(self, header: RequestHeader, request: memoryview) -> None:
         """A version of a group API not served, or an API of a protocol zkcoord does not serve: closed, as a Kafka

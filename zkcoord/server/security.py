@@ -34,14 +34,32 @@ authorizer_log = logging.getLogger("zkcoord.authorizer")  # Kafka's kafka.author
 ScramCredentials = Callable[[str, str], "ScramCredential | None"]
 
 
-class SaslStep(NamedTuple):
-    """One SaslAuthenticate answered: Kafka's error code and message, the server's token, and whether the
-    connection must close (a failed authentication)."""
+class SaslAnswer(NamedTuple):
+    """A SaslHandshake's or SaslAuthenticate's answer, in the fields of Kafka's responses, and whether the
+    connection then closes (:func:`linger_s` after the answer)."""
 
     error_code: int
-    error_message: str | None
-    auth_bytes: bytes
-    close: bool
+    error_message: str | None = None
+    mechanisms: tuple[str, ...] = ()
+    auth_bytes: bytes = b""
+    close: bool = False
+
+
+NO_SASL = SaslAnswer(ErrorCode.ILLEGAL_SASL_STATE, "this listener does not take SASL", close=True)
+
+
+def sasl_answer(security: ConnectionSecurity | None, handshake: bool, value: str | bytes) -> SaslAnswer:
+    """The answer to SaslHandshake (``value`` its mechanism) or SaslAuthenticate (``value`` its token) on either
+    listener: :data:`NO_SASL` on a listener without SASL."""
+    if security is None or not security.listener.settings.sasl:
+        return NO_SASL
+    return security.handshake(value) if handshake else security.authenticate(value)
+
+
+def linger_s(security: ConnectionSecurity | None) -> float:
+    """How long a connection closed for its authentication waits after its last answer (Kafka's
+    connection.failed.authentication.delay.ms): clients read the answer first, and a password guesser is slowed."""
+    return 0.0 if security is None else security.listener.failed_authentication_delay_s
 
 
 class ListenerSecurity:
@@ -57,8 +75,6 @@ class ListenerSecurity:
         failed_authentication_delay_s: float = 0.1,
     ):
         self.settings = settings
-        # Kafka's connection.failed.authentication.delay.ms: clients read the failure before the close (some
-        # drop an answer that a close follows at once), and a password guesser is slowed down.
         self.failed_authentication_delay_s = failed_authentication_delay_s
         self.scram_credentials = scram_credentials
         self.authorizer = authorizer
@@ -109,36 +125,32 @@ class ConnectionSecurity:
         self.authenticated = not listener.settings.sasl
         self._sasl: SaslServer | None = None
 
-    @property
-    def handshaken(self) -> bool:
-        return self._sasl is not None
-
-    def handshake(self, mechanism: str) -> tuple[int, tuple[str, ...]]:
-        """SaslHandshake: Kafka's error code and the listener's mechanisms."""
+    def handshake(self, mechanism: str) -> SaslAnswer:
+        """SaslHandshake: Kafka's error code and the listener's mechanisms; an error closes the connection."""
         mechanisms = self.listener.mechanisms
         if self.authenticated or self._sasl is not None:
-            return ErrorCode.ILLEGAL_SASL_STATE, mechanisms
+            return SaslAnswer(ErrorCode.ILLEGAL_SASL_STATE, mechanisms=mechanisms, close=True)
         if mechanism not in mechanisms:
             log.info("SASL mechanism %r is not enabled peer=%s", mechanism, self.host)
-            return ErrorCode.UNSUPPORTED_SASL_MECHANISM, mechanisms
+            return SaslAnswer(ErrorCode.UNSUPPORTED_SASL_MECHANISM, mechanisms=mechanisms, close=True)
         self._sasl = SaslServer(mechanism, self.listener.scram_credentials, self.listener.plain_users)
-        return ErrorCode.NONE, mechanisms
+        return SaslAnswer(ErrorCode.NONE, mechanisms=mechanisms)
 
-    def authenticate(self, token: bytes) -> SaslStep:
+    def authenticate(self, token: bytes) -> SaslAnswer:
         """SaslAuthenticate: the next server token; a failure answers 58 and closes, as Kafka's broker does."""
         if self.authenticated or self._sasl is None:
-            return SaslStep(ErrorCode.ILLEGAL_SASL_STATE, "SaslAuthenticate before SaslHandshake", b"", True)
+            return SaslAnswer(ErrorCode.ILLEGAL_SASL_STATE, "SaslAuthenticate before SaslHandshake", close=True)
         try:
             answer = self._sasl.evaluate(token)
         except SaslAuthenticationFailedError as error:
             self.listener.authentication_failures_total += 1
             log.warning("authentication failed peer=%s mechanism=%s: %s", self.host, self._sasl.mechanism, error.reason)
-            return SaslStep(error.error_code, error.message, b"", True)
+            return SaslAnswer(error.error_code, error.message, close=True)
         if self._sasl.complete:
             self.principal = self._sasl.principal
             self.authenticated = True
             log.info("authenticated principal=%s peer=%s", self.principal, self.host)
-        return SaslStep(ErrorCode.NONE, None, answer, False)
+        return SaslAnswer(ErrorCode.NONE, auth_bytes=answer)
 
     @property
     def authorizes(self) -> bool:
