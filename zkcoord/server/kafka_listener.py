@@ -401,7 +401,7 @@ class _Connection:
         security = self.security
         if security is None or not security.authorizes:
             return None
-        verdict = data_acl.authorize_forwarded(header, bytes(request), security.allowed)
+        verdict = data_acl.authorize_forwarded(header, request, security.allowed)
         for denial in () if verdict is None else verdict.denials:
             security.denied(denial)
         return verdict

@@ -18,8 +18,8 @@ transactional producer's requests in :mod:`~zkcoord.wire.kafka.txn_acl`, the adm
   expects no answer, so the close is how it learns); so does the gateway.
 - Fetch v13+ names topics by id, which the gateway cannot check without the broker's id table: with
   authorization on, the listener advertises Fetch up to :data:`FETCH_BY_NAME_MAX` (:data:`AUTHORIZED_CAPS`) and
-  a newer one closes its connection. A fetch session's partitions that a request does not repeat are not checked
-  again (Kafka checks them on every fetch): a revoked Read takes effect when the client next names the partition.
+  a newer one closes its connection. No fetch session is let exist (see :func:`_fetch`), so every fetch names
+  every partition it reads and each is checked.
 - A request whose body cannot be read (a version older than kio's) cannot be checked: its connection is closed.
 - Any other forwarded API needs what :func:`~zkcoord.wire.kafka.admin_acl.forwarded_operation` says; a refusal
   closes the connection.
@@ -67,7 +67,7 @@ AUTHORIZED_CAPS = {**FORWARD_CAPS, FETCH: min(FORWARD_CAPS[FETCH], FETCH_BY_NAME
 _METADATA_AUTO_CREATION_FIELD = 4  # the first Metadata version that can ask for no auto-creation
 
 
-def authorize_forwarded(header: RequestHeader, request: bytes, allowed: Allowed) -> Verdict | None:
+def authorize_forwarded(header: RequestHeader, request: bytes | memoryview, allowed: Allowed) -> Verdict | None:
     """What the gateway does with request frame ``request`` (without its size prefix; ``header`` read from it)
     from the principal behind ``allowed``; None: forward it unchanged."""
     api_key = header.api_key
