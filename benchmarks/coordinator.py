@@ -514,11 +514,14 @@ def commit_phase(server: Server, zookeeper_pid: int, scale: Scale, profile: bool
         runs[label] = run
         fsyncs = run.server_after["fsyncs"] - run.server_before["fsyncs"]
         requests = run.server_after["requests"] - run.server_before["requests"]
+        rounds = run.server_after["fsync_rounds"] - run.server_before["fsync_rounds"]
+        after, before = run.server_after, run.server_before
+        hub = (after["hub_cpu"] - before["hub_cpu"]) / (after["t"] - before["t"])
         cores = run.cpu.cores
         print(
             f"   {spread:>16} {per_request:>18} {run.rate:>11,.0f} {run.rate * per_request:>11,.0f} "
-            f"{requests / max(fsyncs, 1):>14.1f}  server {cores['server']:.2f}, load generators "
-            f"{cores['load generators']:.2f}, others {cores['others']:.2f}"
+            f"{requests / max(fsyncs, 1):>14.1f} {requests / max(rounds, 1):>14.1f}  server {cores['server']:.2f} "
+            f"(hub {hub:.2f}), load generators {cores['load generators']:.2f}, others {cores['others']:.2f}"
             + (f"  errors {run.errors}" if run.errors else ""),
             flush=True,
         )

@@ -680,7 +680,9 @@ def serve(argv: list[str]) -> int:
         figures = {
             "t": time.monotonic(),
             "cpu": process_cpu(),
+            "hub_cpu": time.thread_time(),  # the hub's thread alone: the thread pool's fsyncs are the rest
             "fsyncs": node.logs.fsync_count(),
+            "fsync_rounds": node.logs.syncer.rounds,
             "requests": node.server.requests_total,
             "connections": node.server.connections_open,
             "owned": len(node.coordinator.owned),
