@@ -76,7 +76,6 @@ class Appender:
         self._durable_seq = 0
         self._own_syncer = syncer is None
         self._syncer = syncer or RoundSyncer()
-        self._round = contextlib.ExitStack()  # the locks a started round holds until it is finished
         self._acknowledge: deque[tuple[int, int, AppendDone]] = deque()  # (sequence, base offset, done)
         self._failure: LogError | None = None  # LogStorageError or FencedLeaderError
         self._end_offset = segments[-1].next_offset
@@ -225,15 +224,20 @@ class Appender:
         if self._fence is None:
             yield
             return
+        self._enter_fence()
+        try:
+            yield
+        finally:
+            self._fence.release()
+
+    def _enter_fence(self) -> None:
         if self._failure is not None:
             raise self._failure
-        with contextlib.ExitStack() as stack:
-            try:
-                stack.enter_context(self._fence.guard())
-            except (OSError, LogError) as exc:
-                self._fail(exc)
-                raise self._failure from exc
-            yield
+        try:
+            self._fence.acquire()
+        except (OSError, LogError) as exc:
+            self._fail(exc)
+            raise self._failure from exc
 
     def _sync_off_loop(self) -> None:
         self._sync(lambda segment: gevent.get_hub().threadpool.apply(segment.fsync))
@@ -253,18 +257,26 @@ class Appender:
         if self._durable_seq >= self._written_seq or self._failure is not None:
             self._acknowledge_durable()  # a flush() may have made them durable already
             return None
-        round_ = self._round
+        self._append_lock.acquire()  # flush() and close() wait for the fsync in flight
         try:
-            round_.enter_context(self._append_lock)  # flush() and close() wait for the fsync in flight
-            round_.enter_context(self.fenced())
-            self._place_pending()
-            active = self._segments[-1]
-            self._guarded(active.write_out)
+            if self._fence is not None:
+                self._enter_fence()
+            try:
+                self._place_pending()
+                active = self._segments[-1]
+                self._guarded(active.write_out)
+            except BaseException:
+                if self._fence is not None:
+                    self._fence.release()
+                raise
         except (OSError, LogError) as exc:
-            round_.close()
+            self._append_lock.release()
             self._fail(exc)
             self._acknowledge_durable()
             return None
+        except BaseException:
+            self._append_lock.release()
+            raise
         self._round_target = self._written_seq
         return active.fd
 
@@ -277,7 +289,9 @@ class Appender:
             else:
                 self._fail(error)
         finally:
-            self._round.close()
+            if self._fence is not None:
+                self._fence.release()
+            self._append_lock.release()
             self._acknowledge_durable()
 
     def _acknowledge_durable(self) -> None:

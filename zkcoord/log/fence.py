@@ -106,7 +106,8 @@ class EpochFence:
 
     def claim(self) -> None:
         """Record this epoch as the directory's leader; FencedLeaderError if a newer epoch already did."""
-        with self._locked():
+        self._lock()
+        try:
             stored = self.stored_epoch()
             if stored is not None and stored > self.epoch:
                 raise FencedLeaderError(
@@ -116,6 +117,8 @@ class EpochFence:
                 )
             if stored != self.epoch:
                 self._write_epoch()
+        finally:
+            self.release()
 
     def _write_epoch(self) -> None:
         temporary = self._epoch_path.with_name(EPOCH_FILE + ".tmp")
@@ -137,9 +140,27 @@ class EpochFence:
         Everything written inside (and fsynced before leaving) is covered: a newer leader's :meth:`claim`
         waits for it, and this fence refuses every write after that claim.
         """
-        with self._locked():
-            self._check_epoch()
+        self.acquire()
+        try:
             yield
+        finally:
+            self.release()
+
+    def acquire(self) -> None:
+        """What :meth:`guard` does on entry, for a holder that spans calls: on FencedLeaderError nothing is held."""
+        self._lock()
+        try:
+            self._check_epoch()
+        except BaseException:
+            self.release()
+            raise
+
+    def release(self) -> None:
+        """Give back what :meth:`acquire` took."""
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)  # explicit: a forked child sharing this open file would keep it
+        finally:
+            self._holder.release()
 
     def close(self) -> None:
         """Close the files this fence keeps open; a later :meth:`guard` opens them again."""
@@ -149,21 +170,19 @@ class EpochFence:
         self._lock_fd = self._verified_fd = -1
         self._verified = None
 
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
-        with self._holder:
+    def _lock(self) -> None:
+        self._holder.acquire()
+        try:
             if self._lock_fd < 0:
                 self._lock_fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-            fd = self._lock_fd
             try:
-                _lock(fd)
+                _lock(self._lock_fd)
             except BaseException:
                 self._lock_fd = -1  # _lock closed it, or will once the wait it could not interrupt ends
                 raise
-            try:
-                yield
-            finally:
-                fcntl.flock(fd, fcntl.LOCK_UN)  # explicit: a forked child sharing this open file would keep it locked
+        except BaseException:
+            self._holder.release()
+            raise
 
     def _check_epoch(self) -> None:
         try:
