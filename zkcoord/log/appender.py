@@ -7,7 +7,7 @@ policy is met:
 * ``group``: an append reserves its offsets and waits for the next round of the partition's
   :class:`~zkcoord.log.syncer.RoundSyncer` (shared by a node's partitions): the round encodes all that are
   waiting as one entry (split only at ``message.max.bytes``), writes it with one system call and fsyncs it on
-  gevent's thread pool, so concurrent appends share one fsync and the loop keeps running during it. The
+  a native thread, so concurrent appends share one fsync and the loop keeps running during it. The
   round calls back each submitted append, in offset order: no greenlet waits per append;
 * ``never``: written at once, fsynced only on roll and close.
 
