@@ -606,6 +606,12 @@ def commit_phase(
     return runs
 
 
+def per_core(run: Throughput, role: str) -> float:
+    """The rate per CPU core the process of ``role`` used in the window."""
+    cores = run.cpu.cores[role]
+    return run.rate / cores if cores else 0.0
+
+
 def cpu_per_request(cores: float, rate: float) -> float:
     """Microseconds of CPU per request of a process that used ``cores`` at ``rate`` requests/s."""
     return cores / rate * 1e6 if rate else 0.0
@@ -821,7 +827,9 @@ def commit_rows(row: Callable, commits: dict[str, Throughput]) -> None:
         aim,
         spread.rate >= AIM_COMMITS,
     )
+    row("   per core the node used (the machine is shared)", f"{per_core(spread, 'server'):,.0f}/s")
     row("   the same, Kafka listener", f"{kafka.rate:,.0f}/s", aim, kafka.rate >= AIM_COMMITS)
+    row("      per core the node used", f"{per_core(kafka, 'server'):,.0f}/s")
     row(
         "   the same (msgpack), all groups on one offsets partition", f"{one.rate:,.0f}/s", aim, one.rate >= AIM_COMMITS
     )
@@ -835,6 +843,7 @@ def zookeeper_rows(row: Callable, zookeeper: dict[str, Throughput], commits: dic
     row("ZooKeeper offset commits/s, synchronous (kazoo)", f"{sync.rate:,.0f}/s")
     row("ZooKeeper offset commits/s, pipelined (kazoo set_async)", f"{pipelined.rate:,.0f}/s")
     row("ZooKeeper offset commits/s, pipelined (raw protocol client)", f"{raw.rate:,.0f}/s")
+    row("   per core ZooKeeper used", f"{per_core(raw, 'zookeeper'):,.0f}/s")
     if commits is None:
         return
     spread, one, hundred, kafka = (
@@ -849,6 +858,9 @@ def zookeeper_rows(row: Callable, zookeeper: dict[str, Throughput], commits: dic
             aim,
             ratio >= AIM_RAW_ZOOKEEPER_RATIO,
         )
+        zookeeper_per_core = per_core(raw, "zookeeper")
+        if zookeeper_per_core:
+            row("   the same per core each used", f"{per_core(run, 'server') / zookeeper_per_core:.2f}x")
     aim = f"≥ {AIM_ZOOKEEPER_RATIO:g}x"
     for baseline, zookeeper_rate in (("kazoo", pipelined.rate), ("raw", raw.rate)):
         for label, coordinator in (
