@@ -545,7 +545,8 @@ def commit_phase(
         f"node has no migration-state read of a new group left in ZooKeeper. Last, the spread 1-partition row "
         f"again against two nodes of one cluster (same ZooKeeper and log directory, {OFFSETS_PARTITIONS // 2} "
         f"offsets partitions each), each connection on its group's coordinator as FindCoordinator names it. "
-        f"µs/request: the node's CPU per request\n",
+        f"µs/request: the node's CPU per request; hub: its event loop's thread, in cores, and the longest a 10 ms "
+        f"sleep on it overslept (a node starved of CPU, or kept busy)\n",
         flush=True,
     )
     print(
@@ -593,7 +594,8 @@ def commit_phase(
             f"   {listener:>8} {spread:>14} {per_request:>18} {run.rate:>11,.0f} {run.rate * per_request:>11,.0f} "
             f"{requests / max(fsyncs, 1):>14.1f} {requests / max(rounds, 1):>14.1f} "
             f"{cpu_per_request(cores['server'], run.rate):>10.0f}  server {cores['server']:.2f} "
-            f"(hub {hub:.2f}), load generators {cores['load generators']:.2f}, others {cores['others']:.2f}"
+            f"(hub {hub:.2f}, its longest wait {after['lag_max_ms']:,.0f} ms), load generators "
+            f"{cores['load generators']:.2f}, others {cores['others']:.2f}"
             + (f"  errors {run.errors}" if run.errors else ""),
             flush=True,
         )
