@@ -93,16 +93,37 @@ def load_batches(batches: Iterable[Batch], progress: Callable[[int], None] | Non
 
 def _decode_canonical_survivors(latest: dict[bytes, tuple[bytes | None, int]]) -> OffsetStore | None:
     """The store, when every surviving key is in the exact form zkcoord writes and every value decodes; else None
-    (then :func:`_decode_survivors` decodes them one by one and names the first bad record).
+    (then :func:`_decode_survivors` decodes them one by one and names the first bad record)."""
+    built = build_offsets(latest, CommittedOffset, TopicPartition)
+    if built is None:
+        return None
+    store = OffsetStore()
+    store.offsets, group_records = built
+    for group, value_bytes, log_offset in group_records:
+        try:
+            store.groups[group] = decode_value(GroupMetadataKey(group), value_bytes, log_offset)
+        except RecordError:
+            return None
+    return store
 
-    Distinct canonical keys are distinct records, so each survivor is applied as it is and a tombstone has
+
+def build_offsets_in_python(
+    latest: dict[bytes, tuple[bytes | None, int]],
+    committed_type: type[CommittedOffset] = CommittedOffset,
+    partition_type: type[TopicPartition] = TopicPartition,
+) -> tuple[dict[str, dict[TopicPartition, CommittedOffset]], list[tuple[str, bytes, int]]] | None:
+    """The store's offsets built from ``latest`` (key bytes -> the last ``(value, log offset)``), and the group
+    records left to decode as ``(group, value bytes, log offset)``; None unless every key is in the exact bytes
+    zkcoord writes and every offset value decodes. ``zkcoord/log/_survivors.c`` is the same, compiled.
+
+    Distinct canonical keys are distinct records, so each survivor is stored as it is and a tombstone has
     nothing to delete. Equal topic partitions and metadata strings are stored once.
     """
     keys = decode_canonical_keys(list(latest))
     if keys is None:
         return None
-    store = OffsetStore()
-    offsets, groups = store.offsets, store.groups
+    offsets: dict[str, dict[TopicPartition, CommittedOffset]] = {}
+    group_records: list[tuple[str, bytes, int]] = []
     partitions: dict[tuple[str, int], TopicPartition] = {}
     metadatas: dict[str, str] = {}
     new = tuple.__new__
@@ -110,10 +131,7 @@ def _decode_canonical_survivors(latest: dict[bytes, tuple[bytes | None, int]]) -
         if value_bytes is None:
             continue
         if type(key) is not CanonicalOffsetKey:
-            try:
-                groups[key.group] = decode_value(GroupMetadataKey(key.group), value_bytes, log_offset)
-            except RecordError:
-                return None
+            group_records.append((key.group, value_bytes, log_offset))
             continue
         try:
             _, offset, leader_epoch, metadata, commit_timestamp = decode_offset_value_v3(value_bytes)
@@ -127,12 +145,12 @@ def _decode_canonical_survivors(latest: dict[bytes, tuple[bytes | None, int]]) -
         topic_partition = (key.topic, key.partition)
         partition = partitions.get(topic_partition)
         if partition is None:
-            partition = partitions[topic_partition] = new(TopicPartition, topic_partition)
+            partition = partitions[topic_partition] = new(partition_type, topic_partition)
         group_offsets = offsets.get(key.group)
         if group_offsets is None:
             group_offsets = offsets[key.group] = {}
         group_offsets[partition] = new(
-            CommittedOffset,
+            committed_type,
             (
                 offset,
                 metadatas.setdefault(metadata, metadata),
@@ -142,7 +160,14 @@ def _decode_canonical_survivors(latest: dict[bytes, tuple[bytes | None, int]]) -
                 log_offset,
             ),
         )
-    return store
+    return offsets, group_records
+
+
+try:
+    from zkcoord.log._survivors import build_offsets as compiled_build_offsets
+except ImportError:  # built only where setup.py found a C compiler
+    compiled_build_offsets = None
+build_offsets = compiled_build_offsets or build_offsets_in_python
 
 
 def _decode_survivors(latest: dict[bytes, tuple[bytes | None, int]]) -> OffsetStore:

@@ -1,0 +1,8 @@
+"""Builds the optional compiled part of the offsets loader; everything else is in setup.cfg.
+
+Without a C compiler the build skips it and the loader uses its Python twin (docs/performance.md).
+"""
+
+from setuptools import Extension, setup
+
+setup(ext_modules=[Extension("zkcoord.log._survivors", ["zkcoord/log/_survivors.c"], optional=True)])
