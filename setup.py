@@ -5,4 +5,4 @@ Without a C compiler the build skips it and the loader uses its Python twin (doc
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("zkcoord.log._survivors", ["zkcoord/log/_survivors.c"], optional=True)])
+setup(ext_modules=[Extension("zkcoord.log._compiled", ["zkcoord/log/_compiled.c"], optional=True)])

@@ -119,6 +119,19 @@ def decode_entry(buffer: bytes | memoryview, position: int, max_entry_bytes: int
 
 
 def _decode_records(payload: bytes | memoryview, count: int, last_delta: int, position: int) -> tuple[Record, ...]:
+    if compiled_decode_records is not None:
+        records = compiled_decode_records(payload, count, last_delta)
+        if records is not None:
+            return records
+    return decode_records_in_python(payload, count, last_delta, position)
+
+
+def decode_records_in_python(
+    payload: bytes | memoryview, count: int, last_delta: int, position: int
+) -> tuple[Record, ...]:
+    """The records of an entry, checked; :class:`LogFormatError` says what is wrong with them.
+
+    ``zkcoord/log/_compiled.c`` returns the same for the records it accepts and None for any other."""
     try:
         records = msgpack.unpackb(payload, raw=False, use_list=False, strict_map_key=True)
     except Exception as exc:  # msgpack raises many types for bad input; all mean "not our records"
@@ -153,3 +166,9 @@ def _increasing(deltas: tuple, last_delta: int) -> bool:
 
 
 _VALUE_TYPES = {bytes, type(None)}
+
+
+try:
+    from zkcoord.log._compiled import decode_records as compiled_decode_records
+except ImportError:  # built only where setup.py found a C compiler
+    compiled_decode_records = None

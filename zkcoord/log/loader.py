@@ -1,11 +1,13 @@
 """Rebuild an :class:`OffsetStore` from a partition of the offsets log (group-coordinator §9.6).
 
-The latest record per key wins and a tombstone deletes, so the loader first keeps only the last
-``(value, offset)`` per key bytes while reading (no decoding, column-wise in C), then decodes the
-survivors: all at once in C (msgspec) when every key is in the bytes zkcoord writes, else one by one. Keys
-that differ in bytes but mean the same thing (offset-commit key v0 and v1) are resolved by log offset.
-Each key is checked, and the surviving value of each key; an unknown record type or version stops the
-load with a RecordError naming its offset.
+The latest record per key wins and a tombstone deletes. Where the compiled steps were built (setup.py),
+the loader first applies every record in log order to the store in C (:func:`apply_batches`); it gives up
+on the first key not in the exact bytes zkcoord writes or value that does not decode, and the partition is
+read again by :func:`load_batches`. That one keeps only the last ``(value, offset)`` per key bytes while
+reading (no decoding, column-wise in C), then decodes the survivors: all at once in C (msgspec) when every
+key is in the bytes zkcoord writes, else one by one. Keys that differ in bytes but mean the same thing
+(offset-commit key v0 and v1) are resolved by log offset. Each key is checked, and the surviving value of
+each key; an unknown record type or version stops the load with a RecordError naming its offset.
 
 The store remembers each entry's record offset; offsets of one batch are consecutive, so comparing them
 orders commits exactly as comparing batch base offsets does (§7.3 step 5).
@@ -14,7 +16,8 @@ orders commits exactly as comparing batch base offsets does (§7.3 step 5).
 import gc
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 
 from zkcoord.errors import CorruptRecordError, LogError
@@ -41,6 +44,11 @@ from zkcoord.offsets.records import (
 )
 from zkcoord.offsets.store import CommittedOffset, OffsetStore
 
+try:
+    from zkcoord.log._compiled import apply_records
+except ImportError:  # built only where setup.py found a C compiler
+    apply_records = None
+
 log = logging.getLogger(__name__)
 
 
@@ -64,14 +72,56 @@ class LoadResult:
         )
 
 
+@contextmanager
+def _no_collection() -> Iterator[None]:
+    """Millions of long-lived tuples: generational scans would cost more than the load itself."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def apply_batches(batches: Iterable[Batch], progress: Callable[[int], None] | None = None) -> LoadResult | None:
+    """Replay ``batches`` (in log order) into a new store with the compiled steps, every record as it comes;
+    None if they were not built, or on the first record they refuse (read again with :func:`load_batches`)."""
+    if apply_records is None:
+        return None
+    started = time.perf_counter()
+    offsets: dict[str, dict[TopicPartition, CommittedOffset]] = {}
+    group_values: dict[str, tuple[bytes, int]] = {}  # group -> its latest metadata record's value and offset
+    partitions: dict[bytes, TopicPartition] = {}
+    metadatas: dict[str, str] = {}
+    batch_count = record_count = byte_count = 0
+    with _no_collection():
+        for batch in batches:
+            records = batch.records
+            dicts = (offsets, group_values, partitions, metadatas)
+            if not apply_records(*dicts, records, batch.base_offset, CommittedOffset, TopicPartition):
+                return None
+            batch_count += 1
+            record_count += len(records)
+            byte_count += batch.size
+            if progress is not None:
+                progress(batch.size)
+        store = OffsetStore()
+        store.offsets = offsets
+        for group, (value_bytes, log_offset) in group_values.items():
+            try:
+                store.groups[group] = decode_value(GroupMetadataKey(group), value_bytes, log_offset)
+            except RecordError:
+                return None
+    return LoadResult(store, batch_count, record_count, byte_count, time.perf_counter() - started)
+
+
 def load_batches(batches: Iterable[Batch], progress: Callable[[int], None] | None = None) -> LoadResult:
-    """Replay ``batches`` (in log order) into a new store."""
+    """Replay ``batches`` (in log order) into a new store, without the compiled steps."""
     started = time.perf_counter()
     latest: dict[bytes, tuple[bytes | None, int]] = {}  # key -> (value, offset): one dict insert per record
     batch_count = record_count = byte_count = 0
-    collecting = gc.isenabled()
-    gc.disable()  # millions of long-lived tuples: generational scans would cost more than the load itself
-    try:
+    with _no_collection():
         for batch in batches:
             deltas, _, keys, values = zip(*batch.records, strict=True)
             base = batch.base_offset
@@ -85,45 +135,21 @@ def load_batches(batches: Iterable[Batch], progress: Callable[[int], None] | Non
         store = _decode_canonical_survivors(latest)
         if store is None:
             store = _decode_survivors(latest)
-    finally:
-        if collecting:
-            gc.enable()
     return LoadResult(store, batch_count, record_count, byte_count, time.perf_counter() - started)
 
 
 def _decode_canonical_survivors(latest: dict[bytes, tuple[bytes | None, int]]) -> OffsetStore | None:
     """The store, when every surviving key is in the exact form zkcoord writes and every value decodes; else None
-    (then :func:`_decode_survivors` decodes them one by one and names the first bad record)."""
-    built = build_offsets(latest, CommittedOffset, TopicPartition)
-    if built is None:
-        return None
-    store = OffsetStore()
-    store.offsets, group_records = built
-    for group, value_bytes, log_offset in group_records:
-        try:
-            store.groups[group] = decode_value(GroupMetadataKey(group), value_bytes, log_offset)
-        except RecordError:
-            return None
-    return store
+    (then :func:`_decode_survivors` decodes them one by one and names the first bad record).
 
-
-def build_offsets_in_python(
-    latest: dict[bytes, tuple[bytes | None, int]],
-    committed_type: type[CommittedOffset] = CommittedOffset,
-    partition_type: type[TopicPartition] = TopicPartition,
-) -> tuple[dict[str, dict[TopicPartition, CommittedOffset]], list[tuple[str, bytes, int]]] | None:
-    """The store's offsets built from ``latest`` (key bytes -> the last ``(value, log offset)``), and the group
-    records left to decode as ``(group, value bytes, log offset)``; None unless every key is in the exact bytes
-    zkcoord writes and every offset value decodes. ``zkcoord/log/_survivors.c`` is the same, compiled.
-
-    Distinct canonical keys are distinct records, so each survivor is stored as it is and a tombstone has
+    Distinct canonical keys are distinct records, so each survivor is applied as it is and a tombstone has
     nothing to delete. Equal topic partitions and metadata strings are stored once.
     """
     keys = decode_canonical_keys(list(latest))
     if keys is None:
         return None
-    offsets: dict[str, dict[TopicPartition, CommittedOffset]] = {}
-    group_records: list[tuple[str, bytes, int]] = []
+    store = OffsetStore()
+    offsets, groups = store.offsets, store.groups
     partitions: dict[tuple[str, int], TopicPartition] = {}
     metadatas: dict[str, str] = {}
     new = tuple.__new__
@@ -131,7 +157,10 @@ def build_offsets_in_python(
         if value_bytes is None:
             continue
         if type(key) is not CanonicalOffsetKey:
-            group_records.append((key.group, value_bytes, log_offset))
+            try:
+                groups[key.group] = decode_value(GroupMetadataKey(key.group), value_bytes, log_offset)
+            except RecordError:
+                return None
             continue
         try:
             _, offset, leader_epoch, metadata, commit_timestamp = decode_offset_value_v3(value_bytes)
@@ -145,12 +174,12 @@ def build_offsets_in_python(
         topic_partition = (key.topic, key.partition)
         partition = partitions.get(topic_partition)
         if partition is None:
-            partition = partitions[topic_partition] = new(partition_type, topic_partition)
+            partition = partitions[topic_partition] = new(TopicPartition, topic_partition)
         group_offsets = offsets.get(key.group)
         if group_offsets is None:
             group_offsets = offsets[key.group] = {}
         group_offsets[partition] = new(
-            committed_type,
+            CommittedOffset,
             (
                 offset,
                 metadatas.setdefault(metadata, metadata),
@@ -160,14 +189,7 @@ def build_offsets_in_python(
                 log_offset,
             ),
         )
-    return offsets, group_records
-
-
-try:
-    from zkcoord.log._survivors import build_offsets as compiled_build_offsets
-except ImportError:  # built only where setup.py found a C compiler
-    compiled_build_offsets = None
-build_offsets = compiled_build_offsets or build_offsets_in_python
+    return store
 
 
 def _decode_survivors(latest: dict[bytes, tuple[bytes | None, int]]) -> OffsetStore:
@@ -204,17 +226,27 @@ def _decode_survivors(latest: dict[bytes, tuple[bytes | None, int]]) -> OffsetSt
 
 
 def load_partition(partition: PartitionLog, progress: Callable[[int], None] | None = None) -> LoadResult:
-    """Replay a whole partition; corrupt older segments are skipped only if the log's config says so."""
+    """Replay a whole partition; corrupt older segments are skipped only if the log's config says so.
+
+    A log the compiled steps give up on is read a second time, by :func:`load_batches`, which reports no
+    progress: the bar is full by then."""
+    started = time.perf_counter()
     skipped_before = len(partition.skipped)
     try:
-        result = load_batches(partition.read(), progress)
+        with closing(partition.read()) as batches:
+            result = apply_batches(batches, progress)
+        if result is None:
+            # Read again from the start: the corrupt segments it skips are the ones to report.
+            skipped_before = len(partition.skipped)
+            result = load_batches(partition.read())
     except RecordError as exc:
         raise CorruptRecordError(
             f"{partition.directory}: {exc}; the partition cannot be loaded: find the record with "
             '`zkcoord log verify` (docs/offsets-log.md "Repairs")'
         ) from None
     skipped = tuple(partition.skipped[skipped_before:])
-    return LoadResult(result.store, result.batches, result.records, result.bytes, result.seconds, skipped)
+    seconds = time.perf_counter() - started
+    return LoadResult(result.store, result.batches, result.records, result.bytes, seconds, skipped)
 
 
 def expire_offsets(partition: PartitionLog, store: OffsetStore, now_ms: int, retention_ms: int) -> list[RecordKey]:
