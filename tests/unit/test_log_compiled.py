@@ -105,6 +105,14 @@ def test_a_corrupt_record_is_reported_as_the_python_decoder_words_it(records, re
         decode_entry(encode_entry(0, 0, records), 0, 1 << 20)
 
 
+def test_a_record_count_the_payload_cannot_hold_allocates_nothing_and_is_reported():
+    payload = b"\xdd\xff\xff\xff\xff"  # an array of 2**32 - 1 records, and nothing else
+    if COMPILED:
+        assert log_format.compiled_decode_records(payload, 2**32 - 1, 5) is None
+    with pytest.raises(LogFormatError, match="records do not decode"):
+        decode_records_in_python(payload, 2**32 - 1, 5, 0)
+
+
 # ---- applying records to the store -------------------------------------------------------------------------
 
 

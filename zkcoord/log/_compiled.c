@@ -6,8 +6,8 @@
    apply_records: a batch's records applied in log order to the store's dicts, or False as soon as a key or an
    offset value does not decode (then the loader reads the log again, in Python, which names the bad record).
    Keys are decoded as zkcoord.offsets.records.decode_key does: any msgpack encoding of their fields, offset
-   commit keys of version 0 and 1 alike. The property tests in tests/unit/test_log_compiled.py hold both to their Python
-   counterparts. Pure: no IO. */
+   commit keys of version 0 and 1 alike. The property tests in tests/unit/test_log_compiled.py hold both to
+   their Python counterparts. Pure: no IO. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -122,8 +122,16 @@ static PyObject *decode_utf8(const unsigned char *data, Py_ssize_t length) {
 }
 
 
+/* A new instance of the tuple subclass ``type``; the caller fills its items, then calls untrack. */
 static PyObject *new_tuple_of(PyTypeObject *type, Py_ssize_t size) {
     return type->tp_alloc(type, size);
+}
+
+/* A tuple of ints and strs cannot be part of a reference cycle. Untracked, the store's million entries are
+   never visited by the garbage collector: CPython untracks such tuples itself when a collection finds them,
+   but only exact tuples, not these subclasses. */
+static void untrack(PyObject *tuple) {
+    if (PyObject_GC_IsTracked(tuple)) PyObject_GC_UnTrack(tuple);
 }
 
 typedef struct {
@@ -202,6 +210,7 @@ static PyObject *partition_for(Store *s, const unsigned char *start, const unsig
         } else {
             PyTuple_SET_ITEM(created, 0, topic_str);
             PyTuple_SET_ITEM(created, 1, index);
+            untrack(created);
             if (PyDict_SetItem(s->partitions, encoded, created)) Py_CLEAR(created);
         }
     }
@@ -271,6 +280,7 @@ static PyObject *committed_offset(Store *s, const OffsetValue *v, PyObject *meta
         return NULL;
     }
     for (int i = 0; i < 6; i++) PyTuple_SET_ITEM(committed, i, fields[i]);
+    untrack(committed);
     return committed;
 }
 
@@ -356,7 +366,7 @@ static int apply_record(Store *s, PyObject *record, long long base_offset) {
     if (!PyLong_CheckExact(delta) || !PyBytes_CheckExact(key)) return REFUSED;
     long long log_offset = PyLong_AsLongLong(delta);
     if (log_offset == -1 && PyErr_Occurred()) return FAILED;
-    log_offset += base_offset;
+    if (__builtin_add_overflow(log_offset, base_offset, &log_offset)) return REFUSED;
     const unsigned char *data = (const unsigned char *)PyBytes_AS_STRING(key);
     Reader r = {data, data + PyBytes_GET_SIZE(key)};
     uint64_t fields;
@@ -440,7 +450,8 @@ static PyObject *decode_records(PyObject *module, PyObject *args) {
     Reader r = {payload.buf, (const unsigned char *)payload.buf + payload.len};
     PyObject *records = NULL;
     uint64_t n;
-    if (read_array_header(&r, &n) || n != (uint64_t)count || count == 0) goto refused;
+    /* A record takes 6 bytes at least: a count the payload cannot hold allocates nothing. */
+    if (read_array_header(&r, &n) || n != (uint64_t)count || count == 0 || count > payload.len / 6) goto refused;
     records = PyTuple_New(count);
     if (records == NULL) goto failed;
     int64_t previous = -1;
@@ -450,7 +461,7 @@ static PyObject *decode_records(PyObject *module, PyObject *args) {
         const unsigned char *key, *value;
         Py_ssize_t key_length, value_length = -1;
         if (read_array_header(&r, &fields) || fields != 4) goto refused;
-            if (read_int(&r, 0, last_delta, &delta) || delta <= previous) goto refused;
+        if (read_int(&r, 0, last_delta, &delta) || delta <= previous) goto refused;
         previous = delta;
         PyObject *attributes_int = read_any_int(&r, &attributes);
         if (attributes_int == NULL) {
