@@ -1,6 +1,6 @@
 """Builds the optional compiled part of the offsets loader; everything else is in setup.cfg.
 
-Without a C compiler the build skips it and the loader uses its Python twin (docs/performance.md).
+Without a C compiler the build skips it and the loader runs in Python alone (docs/performance.md).
 """
 
 from setuptools import Extension, setup

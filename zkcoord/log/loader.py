@@ -2,12 +2,13 @@
 
 The latest record per key wins and a tombstone deletes. Where the compiled steps were built (setup.py),
 the loader first applies every record in log order to the store in C (:func:`apply_batches`); it gives up
-on the first key not in the exact bytes zkcoord writes or value that does not decode, and the partition is
-read again by :func:`load_batches`. That one keeps only the last ``(value, offset)`` per key bytes while
-reading (no decoding, column-wise in C), then decodes the survivors: all at once in C (msgspec) when every
-key is in the bytes zkcoord writes, else one by one. Keys that differ in bytes but mean the same thing
-(offset-commit key v0 and v1) are resolved by log offset. Each key is checked, and the surviving value of
-each key; an unknown record type or version stops the load with a RecordError naming its offset.
+on the first key or offset value that does not decode, and the partition is read again by
+:func:`load_batches`. That one keeps only the last ``(value, offset)`` per key bytes while reading (no
+decoding, column-wise in C), then decodes the survivors: all at once in C (msgspec) when every key is in
+the bytes zkcoord writes, else one by one. Keys that differ in bytes but mean the same thing (offset-commit
+key v0 and v1) are resolved by log offset. Each key is checked, and the surviving value of each key; an
+unknown record type or version stops the load with a RecordError naming its offset (a bad record that a
+later one overwrote is no error).
 
 The store remembers each entry's record offset; offsets of one batch are consecutive, so comparing them
 orders commits exactly as comparing batch base offsets does (§7.3 step 5).
