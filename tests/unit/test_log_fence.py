@@ -251,3 +251,25 @@ def test_greenlets_sharing_a_fence_exclude_each_other(tmp_path):
     gevent.joinall([gevent.spawn(hold, "a"), gevent.spawn(hold, "b")], timeout=10, raise_error=True)
     assert inside == ["a in", "a out", "b in", "b out"]
     fence.close()
+
+
+def test_closing_a_fence_waits_for_its_holder_and_refuses_later_writes(tmp_path):
+    fence = EpochFence(tmp_path, 1)
+    fence.claim()
+    steps: list[str] = []
+
+    def hold() -> None:
+        with fence.guard():
+            steps.append("holding")
+            gevent.sleep(0)
+            steps.append("released")
+
+    holder = gevent.spawn(hold)
+    gevent.sleep(0)  # the holder is inside
+    fence.close()
+    steps.append("closed")
+    holder.join(10)
+    assert steps == ["holding", "released", "closed"]
+    with pytest.raises(FencedLeaderError, match="closed"):
+        fence.acquire()
+    EpochFence(tmp_path, 2).claim()  # and its lock is free

@@ -22,7 +22,7 @@ class FakeAppender:
         self.outcomes: list[BaseException | None] = []
         self.finished = Event()
 
-    def start_round(self) -> int | None:
+    def start_round(self, blocking: bool = True) -> int | None:
         return self.fd
 
     def finish_round(self, error: BaseException | None) -> None:
@@ -57,7 +57,7 @@ def test_a_failed_fsync_fails_only_its_partition(tmp_path):
     closed = os.open(tmp_path / "closed", os.O_RDWR | os.O_CREAT)
     os.close(closed)
     try:
-        healthy, broken, invalid = FakeAppender(good), FakeAppender(closed), FakeAppender(-1)
+        healthy, broken, invalid = FakeAppender(good), FakeAppender(closed), FakeAppender(-2)
         for appender in (healthy, broken, invalid):
             syncer.schedule(appender)
         assert all(appender.finished.wait(10) for appender in (healthy, broken, invalid))
@@ -81,3 +81,105 @@ def test_appends_of_a_partition_whose_fsync_failed_get_the_error(tmp_path, monke
     monkeypatch.undo()
     log.close()
     syncer.close()
+
+
+def collect(log: PartitionLog, name: str, outcomes: dict, done: Event, expected: int) -> None:
+    def called_back(error, base_offset):
+        outcomes[name] = type(error).__name__ if error else base_offset
+        if len(outcomes) == expected:
+            done.set()
+
+    log.submit([(b"k", b"v")], 0, called_back)
+
+
+def test_two_nodes_whose_rounds_take_shared_partitions_in_opposite_orders_both_finish(tmp_path, monkeypatch):
+    # X leads A and was deposed from B, Y the reverse; each still has an append waiting on both. A round that
+    # waited for one partition's lock while holding another's would wait for the other node's round for ever.
+    a, b = tmp_path / "A", tmp_path / "B"
+    x, y = RoundSyncer(), RoundSyncer()
+    logs = {
+        "Y/A": PartitionLog.open(a, GROUP, fence=EpochFence(a, 1), syncer=y),
+        "X/A": PartitionLog.open(a, GROUP, fence=EpochFence(a, 2), syncer=x),
+        "X/B": PartitionLog.open(b, GROUP, fence=EpochFence(b, 1), syncer=x),
+        "Y/B": PartitionLog.open(b, GROUP, fence=EpochFence(b, 2), syncer=y),
+    }
+    place = logs["X/A"]._appender._place_pending
+
+    def place_then_yield():  # on two real nodes the rounds run at once; here X yields while it holds A
+        place()
+        gevent.sleep(0.01)
+
+    monkeypatch.setattr(logs["X/A"]._appender, "_place_pending", place_then_yield)
+    outcomes: dict[str, object] = {}
+    done = Event()
+    for name in ("X/A", "X/B", "Y/B", "Y/A"):
+        collect(logs[name], name, outcomes, done, expected=4)
+    try:
+        assert done.wait(10), f"only {outcomes} were called back"
+        assert outcomes == {"X/A": 0, "Y/B": 0, "X/B": "FencedLeaderError", "Y/A": "FencedLeaderError"}
+    finally:
+        for log in logs.values():
+            log.close()
+        x.close()
+        y.close()
+
+
+def test_a_partition_whose_fence_is_held_elsewhere_does_not_hold_up_the_others(tmp_path):
+    syncer = RoundSyncer()
+    logs = {
+        name: PartitionLog.open(tmp_path / name, GROUP, fence=EpochFence(tmp_path / name, 1), syncer=syncer)
+        for name in ("a", "b", "c")
+    }
+    held, release = Event(), Event()
+
+    def hold_b():  # as the cleaner does while it swaps segments in
+        with logs["b"].fenced():
+            held.set()
+            release.wait()
+
+    holder = gevent.spawn(hold_b)
+    held.wait(10)
+    outcomes: dict[str, object] = {}
+    done = Event()
+    try:
+        for name in ("b", "a", "c"):
+            collect(logs[name], name, outcomes, done, expected=3)
+        gevent.wait([holder], timeout=0.2)  # let rounds run: b's stays behind its fence
+        assert outcomes == {"a": 0, "c": 0}
+        release.set()
+        assert done.wait(10)
+        assert outcomes["b"] == 0
+    finally:
+        release.set()
+        holder.join(10)
+        for log in logs.values():
+            log.close()
+        syncer.close()
+
+
+def test_a_round_that_fails_in_one_partition_lets_go_of_its_locks_and_the_others_go_on(tmp_path, monkeypatch):
+    syncer = RoundSyncer()
+    logs = {
+        name: PartitionLog.open(tmp_path / name, GROUP, fence=EpochFence(tmp_path / name, 1), syncer=syncer)
+        for name in ("a", "b", "c")
+    }
+
+    def broken():
+        raise RuntimeError("a bug in one partition's round")
+
+    monkeypatch.setattr(logs["b"]._appender, "_place_pending", broken)
+    outcomes: dict[str, object] = {}
+    done = Event()
+    try:
+        for name in ("a", "b", "c"):
+            collect(logs[name], name, outcomes, done, expected=3)
+        assert done.wait(10)
+        assert outcomes == {"a": 0, "b": "LogStorageError", "c": 0}
+        newer = EpochFence(tmp_path / "b", 2)
+        claim = gevent.spawn(newer.claim)  # another node takes b over: b's lock is free
+        assert claim.join(10) is None and claim.successful()
+        newer.close()
+    finally:
+        for log in logs.values():
+            log.close()
+        syncer.close()

@@ -401,6 +401,7 @@ def test_a_client_that_stops_reading_is_closed_after_the_send_timeout(servers, c
     server = servers(send_timeout_seconds=0.2)
     client = connect(server)
     client.send("Heartbeat", **HEARTBEAT)  # and never reads the answer
+    wait_until(lambda: toy.dispatched, timeout=10)  # the server is writing the answer
     wait_until(lambda: server.connections_open == 0, timeout=10)
     other = connect(server)  # the server goes on serving others
     toy.behaviours.pop("Heartbeat")

@@ -32,7 +32,7 @@ from zkcoord.log.fence import EpochFence
 from zkcoord.log.format import HEADER_SIZE, encode_records
 from zkcoord.log.rounds import PendingAppend, merged_entry, pack_round, records_bound
 from zkcoord.log.segment import Segment, fsync_directory, segment_name
-from zkcoord.log.syncer import RoundSyncer
+from zkcoord.log.syncer import BUSY, RoundSyncer
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ class AppendResult(NamedTuple):
 
 
 def _call_back(done: AppendDone, error: LogError | None, base_offset: int) -> None:
-    """Report an append's outcome; a failing callback must not stop the flusher that reports them all."""
+    """Report an append's outcome; a failing callback must not stop the round that reports them all."""
     try:
         done(error, base_offset)
     except Exception:
@@ -136,7 +136,8 @@ class Appender:
         """Append ``records`` as :meth:`append` does, without waiting: ``done(error, base_offset)`` is called once
         the flush policy is met (error None), or with the LogError that refused them (base offset -1).
 
-        Under ``group`` the flusher calls back, in offset order; an append refused at once is called back at once.
+        Under ``group`` the syncer's round calls back, in offset order; an append refused at once is called
+        back at once.
         """
         try:
             if not records:
@@ -162,7 +163,7 @@ class Appender:
     def _append_to_round(
         self, records: Sequence[tuple[bytes, bytes | None]], timestamp_ms: int, done: AppendDone
     ) -> None:
-        """Reserve offsets and leave the append to the flusher, which writes each round's appends as one entry."""
+        """Reserve offsets and leave the append to the syncer, whose round writes the appends waiting as one entry."""
         size = records_bound(records)
         if size > self._round_budget:  # the bound is loose: only an exact encoding can refuse the append
             self._encode(0, timestamp_ms, records)
@@ -230,11 +231,11 @@ class Appender:
         finally:
             self._fence.release()
 
-    def _enter_fence(self) -> None:
+    def _enter_fence(self, blocking: bool = True) -> bool:
         if self._failure is not None:
             raise self._failure
         try:
-            self._fence.acquire()
+            return self._fence.acquire(blocking)
         except (OSError, LogError) as exc:
             self._fail(exc)
             raise self._failure from exc
@@ -251,32 +252,40 @@ class Appender:
         self.fsync_count += 1
         self._durable_seq = max(self._durable_seq, target)
 
-    def start_round(self) -> int | None:
+    def start_round(self, blocking: bool = True) -> int | None:
         """The syncer's round: write out the appends waiting, under the fence; the descriptor it must fsync
-        before :meth:`finish_round`, or None if there is nothing to fsync (what could be called back was)."""
+        before :meth:`finish_round`, or None if there is nothing to fsync (what could be called back was).
+
+        Not ``blocking``, :data:`~zkcoord.log.syncer.BUSY` (nothing taken) when another holds the partition's
+        append lock or fence. Whatever goes wrong fails the log and releases what was taken: a round must
+        never keep them.
+        """
         if self._durable_seq >= self._written_seq or self._failure is not None:
             self._acknowledge_durable()  # a flush() may have made them durable already
             return None
-        self._append_lock.acquire()  # flush() and close() wait for the fsync in flight
+        if not self._append_lock.acquire(blocking=blocking):  # flush() and close() wait for the fsync in flight
+            return BUSY
+        fenced = False
         try:
             if self._fence is not None:
-                self._enter_fence()
-            try:
-                self._place_pending()
-                active = self._segments[-1]
-                self._guarded(active.write_out)
-            except BaseException:
-                if self._fence is not None:
-                    self._fence.release()
-                raise
-        except (OSError, LogError) as exc:
+                fenced = self._enter_fence(blocking)
+                if not fenced:
+                    self._append_lock.release()
+                    return BUSY
+            self._place_pending()
+            active = self._segments[-1]
+            self._guarded(active.write_out)
+        except BaseException as exc:
+            if fenced:
+                self._fence.release()
             self._append_lock.release()
-            self._fail(exc)
+            if not isinstance(exc, Exception):
+                raise  # killed: the syncer finishes or fails what it started
+            if not isinstance(exc, (OSError, LogError)):
+                log.exception("a group-commit round failed in %s", self.directory)
+            self._fail(exc)  # the appends waiting may never be written
             self._acknowledge_durable()
             return None
-        except BaseException:
-            self._append_lock.release()
-            raise
         self._round_target = self._written_seq
         return active.fd
 
@@ -289,10 +298,12 @@ class Appender:
             else:
                 self._fail(error)
         finally:
-            if self._fence is not None:
-                self._fence.release()
-            self._append_lock.release()
-            self._acknowledge_durable()
+            try:
+                if self._fence is not None:
+                    self._fence.release()
+            finally:
+                self._append_lock.release()
+                self._acknowledge_durable()
 
     def _acknowledge_durable(self) -> None:
         """Call back the appends that are durable now, in offset order; after a failure, all that wait."""

@@ -7,12 +7,12 @@ epoch under an exclusive ``flock`` of ``leader.lock``: once a newer leader has c
 deposed leader that has not noticed yet cannot write a byte.
 
 ``flock`` belongs to an open file, not to a thread or a process: each fence opens the lock file once and
-keeps it open (opening it for every write cost more than the write), so two fences in one process exclude
-each other as two nodes do, and the lock may be taken on the hub while the write and fsync it covers run on
-gevent's thread pool. Greenlets sharing one fence share its open file, which ``flock`` cannot tell apart: a
-semaphore excludes them. A contended lock is waited for on the thread pool, so the hub keeps running meanwhile.
-The epoch is read again only when the epoch file is not the one last read (a claim replaces it): a ``stat`` per
-write instead of an open, a read and a close.
+keeps it open until :meth:`EpochFence.close` (opening it for every write cost more than the write), so two
+fences in one process exclude each other as two nodes do, and the lock may be taken on the hub while the
+write and fsync it covers run on another thread. Greenlets sharing one fence share its open file, which
+``flock`` cannot tell apart: a semaphore excludes them. A contended lock is waited for on gevent's thread
+pool, so the hub keeps running meanwhile; or, asked not to block, the fence says it is busy. The epoch file is
+opened and read under every lock: on NFS, opening it is what revalidates a name another node replaced.
 
 Must not import the rest of the log (partition.py uses it) nor kazoo.
 """
@@ -32,16 +32,18 @@ LOCK_FILE = "leader.lock"
 EPOCH_FILE = "leader-epoch"
 
 
-def _lock(fd: int) -> None:
-    """Take an exclusive flock of ``fd``, waiting off the hub if another open file holds it.
+def _lock(fd: int, blocking: bool = True) -> bool:
+    """Take an exclusive flock of ``fd``, waiting off the hub if another open file holds it (False at once
+    instead, if not ``blocking``).
 
     If this raises, ``fd`` is closed: at once, or when a wait that cannot be interrupted ends.
     """
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return
+        return True
     except BlockingIOError:
-        pass
+        if not blocking:
+            return False
     except BaseException:
         os.close(fd)
         raise
@@ -59,6 +61,7 @@ def _lock(fd: int) -> None:
             # The pool thread goes on waiting; closing the descriptor after it returns releases what it took.
             waiting.rawlink(lambda _: os.close(fd))
         raise
+    return True
 
 
 def read_stored_epoch(directory: Path) -> int | None:
@@ -68,10 +71,6 @@ def read_stored_epoch(directory: Path) -> int | None:
         data = path.read_bytes()
     except FileNotFoundError:
         return None
-    return _parse_epoch(path, data)
-
-
-def _parse_epoch(path: Path, data: bytes) -> int:
     text = data.decode(errors="replace").strip()
     if not text.isdigit() or not text.isascii():
         raise UnreadableLogStateError(
@@ -92,10 +91,7 @@ class EpochFence:
         self._epoch_path = self.directory / EPOCH_FILE
         self._lock_fd = -1
         self._holder = Semaphore()
-        # The epoch file last read as holding this epoch, kept open so that its inode number cannot be reused by
-        # another file while it is compared against, and its identity as stat gives it.
-        self._verified_fd = -1
-        self._verified: tuple[int, int, int, int] | None = None
+        self._closed = False
 
     def __repr__(self) -> str:
         return f"EpochFence({str(self.directory)!r}, {self.epoch})"
@@ -106,7 +102,7 @@ class EpochFence:
 
     def claim(self) -> None:
         """Record this epoch as the directory's leader; FencedLeaderError if a newer epoch already did."""
-        self._lock()
+        self._lock(blocking=True)
         try:
             stored = self.stored_epoch()
             if stored is not None and stored > self.epoch:
@@ -146,14 +142,25 @@ class EpochFence:
         finally:
             self.release()
 
-    def acquire(self) -> None:
-        """What :meth:`guard` does on entry, for a holder that spans calls: on FencedLeaderError nothing is held."""
-        self._lock()
+    def acquire(self, blocking: bool = True) -> bool:
+        """What :meth:`guard` does on entry, for a holder that spans calls; :meth:`release` ends it.
+
+        Not ``blocking``, False at once (nothing held) if another greenlet or another open file holds the
+        lock. On any error nothing is held.
+        """
+        if not self._lock(blocking):
+            return False
         try:
-            self._check_epoch()
+            stored = self.stored_epoch()
+            if stored != self.epoch:
+                raise FencedLeaderError(
+                    f"{self.directory}: leader epoch {self.epoch} is fenced: "
+                    + (f"epoch {stored} has claimed the directory" if stored is not None else "no epoch is recorded")
+                )
         except BaseException:
             self.release()
             raise
+        return True
 
     def release(self) -> None:
         """Give back what :meth:`acquire` took."""
@@ -163,59 +170,29 @@ class EpochFence:
             self._holder.release()
 
     def close(self) -> None:
-        """Close the files this fence keeps open; a later :meth:`guard` opens them again."""
-        for fd in (self._lock_fd, self._verified_fd):
-            if fd >= 0:
-                os.close(fd)
-        self._lock_fd = self._verified_fd = -1
-        self._verified = None
+        """Close the lock file once its holder (if any) is done; the fence refuses every later write."""
+        with self._holder:
+            self._closed = True
+            if self._lock_fd >= 0:
+                os.close(self._lock_fd)
+                self._lock_fd = -1
 
-    def _lock(self) -> None:
-        self._holder.acquire()
+    def _lock(self, blocking: bool) -> bool:
+        if not self._holder.acquire(blocking=blocking):
+            return False
         try:
+            if self._closed:
+                raise FencedLeaderError(f"{self.directory}: the fence of leader epoch {self.epoch} is closed")
             if self._lock_fd < 0:
                 self._lock_fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
             try:
-                _lock(self._lock_fd)
+                locked = _lock(self._lock_fd, blocking)
             except BaseException:
                 self._lock_fd = -1  # _lock closed it, or will once the wait it could not interrupt ends
                 raise
         except BaseException:
             self._holder.release()
             raise
-
-    def _check_epoch(self) -> None:
-        try:
-            found = _identity(os.stat(self._epoch_path))
-        except FileNotFoundError:
-            found = None
-        if found is not None and found == self._verified:
-            return
-        stored, fd = self._read_epoch()
-        if stored != self.epoch:
-            if fd >= 0:
-                os.close(fd)
-            raise FencedLeaderError(
-                f"{self.directory}: leader epoch {self.epoch} is fenced: "
-                + (f"epoch {stored} has claimed the directory" if stored is not None else "no epoch is recorded")
-            )
-        if self._verified_fd >= 0:
-            os.close(self._verified_fd)
-        self._verified_fd, self._verified = fd, _identity(os.fstat(fd))
-
-    def _read_epoch(self) -> tuple[int | None, int]:
-        """The stored epoch and the open epoch file it was read from (-1 if there is none)."""
-        try:
-            fd = os.open(self._epoch_path, os.O_RDONLY | os.O_CLOEXEC)
-        except FileNotFoundError:
-            return None, -1
-        try:
-            return _parse_epoch(self._epoch_path, os.pread(fd, os.fstat(fd).st_size + 1, 0)), fd
-        except BaseException:
-            os.close(fd)
-            raise
-
-
-def _identity(status: os.stat_result) -> tuple[int, int, int, int]:
-    # A claim replaces the file (a new inode); an edit in place changes its size or modification time.
-    return status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns
+        if not locked:
+            self._holder.release()
+        return locked

@@ -6,6 +6,11 @@ concurrent fsyncs together, while one after another each would wait for its own)
 when the last is done; then each partition acknowledges its appends and leaves its fence. Appends that arrive
 meanwhile wait for the next round.
 
+A round never waits for one partition's locks while it holds another's: partitions whose append lock or
+fence is held elsewhere (a flush, the cleaner, another node) wait for a later round, and only a round that
+holds nothing waits for one. Otherwise two nodes could each hold a partition the other waits for, and one
+busy partition would hold up the commits of all the others.
+
 One syncer serves all the partitions of a node (:class:`~zkcoord.runtime.durable.DurableLogs`): commits spread
 over fifty partitions then cost one greenlet and one wake-up per round instead of one each per partition (a
 task on gevent's thread pool cost the hub more than the rest of a partition's round). A partition opened on
@@ -15,7 +20,6 @@ its own gets a syncer of its own.
 from __future__ import annotations
 
 import _queue  # the C queue: gevent's monkey-patching replaces queue.SimpleQueue, not this one
-import logging
 import os
 from collections import deque
 from typing import TYPE_CHECKING
@@ -27,10 +31,9 @@ from gevent.event import Event
 if TYPE_CHECKING:
     from zkcoord.log.appender import Appender
 
-log = logging.getLogger(__name__)
-
 _start_thread, _allocate_lock = monkey.get_original("_thread", ["start_new_thread", "allocate_lock"])
 MAX_FSYNC_THREADS = 32
+BUSY = -1  # Appender.start_round's answer when a partition's locks are held elsewhere
 
 
 class _Round:
@@ -45,6 +48,32 @@ class _Round:
         self.done = Event()
 
 
+class _Threads:
+    """Native threads sharing a queue of fsyncs, and the hub's watcher they wake it through."""
+
+    def __init__(self):
+        self.jobs = _queue.SimpleQueue()
+        self.finished: deque[_Round] = deque()
+        self.count = 0
+        self.wake = gevent.get_hub().loop.async_(ref=False)  # an idle syncer does not keep the hub running
+        self.wake.start(self._on_wake)
+
+    def grow(self, wanted: int) -> None:
+        while self.count < wanted:
+            _start_thread(_fsync_jobs, (self.jobs, self.finished, self.wake))
+            self.count += 1
+
+    def stop(self) -> None:
+        """End the threads once they finished what was queued; the watcher goes when no round uses it."""
+        for _ in range(self.count):
+            self.jobs.put(None)
+        self.count = 0
+
+    def _on_wake(self) -> None:
+        while self.finished:
+            self.finished.popleft().done.set()
+
+
 class RoundSyncer:
     """Runs the rounds of the appenders that :meth:`schedule` them, one round at a time."""
 
@@ -52,10 +81,7 @@ class RoundSyncer:
         self._waiting: dict[Appender, None] = {}  # insertion-ordered: rounds start in the order appends came
         self._runner: gevent.Greenlet | None = None
         self._max_threads = max_threads
-        self._threads = 0
-        self._jobs = _queue.SimpleQueue()
-        self._finished: deque[_Round] = deque()
-        self._wake = None  # the hub's async watcher the threads send to; made with the first thread
+        self._threads: _Threads | None = None  # made with the first round, and again after close()
         self.rounds = 0
 
     def schedule(self, appender: Appender) -> None:
@@ -65,36 +91,63 @@ class RoundSyncer:
             self._runner = gevent.spawn(self._run)
 
     def close(self) -> None:
-        """Stop the threads once they finish what they have; a later round starts them again."""
-        for _ in range(self._threads):
-            self._jobs.put(None)
-        self._threads = 0
-        if self._runner is None and self._wake is not None:
-            self._wake.close()
-            self._wake = None
+        """Stop the threads once they finish what they have; a later round starts new ones."""
+        threads, self._threads = self._threads, None
+        if threads is not None:
+            threads.stop()
+            if self._runner is None:
+                threads.wake.close()  # else the round in flight still needs it, and _sync closes it
 
     def _run(self) -> None:
         try:
             while self._waiting:
                 appenders = list(self._waiting)
                 self._waiting.clear()
-                started = [(appender, fd) for appender in appenders if (fd := appender.start_round()) is not None]
+                started = self._start(appenders)
                 if started:
                     self._sync(started)
         finally:
             self._runner = None
 
+    def _start(self, appenders: list[Appender]) -> list[tuple[Appender, int]]:
+        """Start the round of every appender whose locks are free; the busy ones wait for the next round."""
+        started: list[tuple[Appender, int]] = []
+        busy: list[Appender] = []
+        try:
+            for appender in appenders:
+                fd = appender.start_round(blocking=False)
+                if fd == BUSY:
+                    busy.append(appender)
+                elif fd is not None:
+                    started.append((appender, fd))
+            if busy and not started:
+                appender = busy.pop(0)
+                fd = appender.start_round(blocking=True)  # holding nothing else, it may wait
+                if fd is not None:
+                    started.append((appender, fd))
+        except BaseException as error:  # killed while starting: what started must still let go
+            for appender, _ in started:
+                appender.finish_round(error)
+            raise
+        finally:
+            for appender in busy:
+                self._waiting[appender] = None
+        return started
+
     def _sync(self, started: list[tuple[Appender, int]]) -> None:
         round_ = _Round(len(started))
+        threads = self._threads
         try:
-            self._start_threads(len(started))
+            if threads is None:
+                threads = self._threads = _Threads()
+            threads.grow(min(len(started), self._max_threads))
             for number, (_, fd) in enumerate(started):
-                self._jobs.put((round_, number, fd))
-            self._wake.ref = True  # the threads will wake the hub: it must wait for them
+                threads.jobs.put((round_, number, fd))
+            threads.wake.ref = True  # the threads will wake the hub: it must wait for them
             try:
                 round_.done.wait()
             finally:
-                self._wake.ref = False
+                threads.wake.ref = False
         except BaseException as error:  # killed: the fsyncs still in flight cannot vouch for their rounds
             round_.errors = [error] * len(started)
             raise
@@ -102,18 +155,8 @@ class RoundSyncer:
             self.rounds += 1
             for (appender, _), error in zip(started, round_.errors, strict=True):
                 appender.finish_round(error)
-
-    def _start_threads(self, wanted: int) -> None:
-        if self._wake is None:
-            self._wake = gevent.get_hub().loop.async_(ref=False)  # an idle syncer does not keep the hub running
-            self._wake.start(self._on_wake)
-        while self._threads < min(wanted, self._max_threads):
-            _start_thread(_fsync_jobs, (self._jobs, self._finished, self._wake))
-            self._threads += 1
-
-    def _on_wake(self) -> None:
-        while self._finished:
-            self._finished.popleft().done.set()
+            if threads is not None and threads is not self._threads:
+                threads.wake.close()  # closed while this round ran
 
 
 def _fsync_jobs(jobs: _queue.SimpleQueue, finished: deque[_Round], wake) -> None:

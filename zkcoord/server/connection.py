@@ -175,7 +175,7 @@ class _Connection:
         self._sock.settimeout(None if deadline is None else max(0.0, deadline[0] - _now_ms()) / 1000)
         try:
             data = self._sock.recv(_RECV_BYTES)
-        except TimeoutError:
+        except (TimeoutError, BlockingIOError):  # a deadline already past is a timeout of 0: non-blocking
             self._server.connections_expired_total += 1
             log.info("closing connection peer=%s reason=%s", self.peer, deadline[1])
             return False
@@ -237,16 +237,23 @@ class _Connection:
 
     def _write(self, frame: bytes) -> bool:
         # A client that stops reading must not hold its connection's greenlet (and slot) forever: the socket's
-        # timeout bounds each wait for room to write (sendall would ask the kernel its buffer size each time).
+        # timeout bounds what is left of the write's time at each wait for room (sendall would ask the kernel
+        # its buffer size each time).
         sock = self._sock
-        sock.settimeout(self._server.send_timeout_seconds)
+        limit = self._server.send_timeout_seconds
+        deadline = time.monotonic() + limit
+        sock.settimeout(limit)
         try:
             sent = sock.send(frame)
             if sent < len(frame):
                 view = memoryview(frame)
                 while sent < len(frame):
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise TimeoutError
+                    sock.settimeout(left)
                     sent += sock.send(view[sent:])
-        except TimeoutError:
+        except (TimeoutError, BlockingIOError):
             log.info("response not read in %ss, closing peer=%s", self._server.send_timeout_seconds, self.peer)
             return False
         except OSError as error:
@@ -273,6 +280,7 @@ class _Connection:
             return
         try:
             self._sock.shutdown(socket.SHUT_WR)
+            self._sock.settimeout(None)  # the linger's own bound, not what the last write left
             with gevent.Timeout(_LINGER_SECONDS, False):
                 while self._sock.recv(_RECV_BYTES):
                     pass
