@@ -2,15 +2,15 @@
 
 :class:`MigrationSteps` is the node's :class:`~zkcoord.runtime.RequestSteps`: before a JoinGroup enters the
 core, the single-protocol check (a group that ZooKeeper consumers run, or whose offsets are not in the log
-yet, takes no coordinator members, unless it is a mixed group that :mod:`zkcoord.server.bridge` runs; the
-JoinGroups of a rebalance share their reads of the group's ids, :class:`FreshReads`); after
+yet, takes no coordinator members, unless it is a mixed group that :mod:`zkcoord.server.bridge` runs; the ids
+come from :mod:`zkcoord.server.legacy_ids`); after
 the core answered, an OffsetCommit's accepted partitions go to the write-behind mirror
 (:mod:`zkcoord.server.mirror`), and an OffsetFetch in a MAX phase gets ZooKeeper's larger offsets (read on a
 greenlet of its own, so the hub never waits for ZooKeeper). The phases come from
 :mod:`zkcoord.server.migration`. :func:`max_fetch_response` and :func:`join_refusal_message` are the pure
 halves of the two ZooKeeper reads.
 
-IO: gevent (a greenlet per MAX fetch and per ids read) and the node's gevent kazoo client, bounded in time.
+IO: gevent (a greenlet per MAX fetch) and the node's gevent kazoo client, bounded in time.
 """
 
 from __future__ import annotations
@@ -18,17 +18,16 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from typing import Generic, TypeVar
 
 import gevent
 import msgspec
-from gevent.event import AsyncResult
 from kazoo.exceptions import KazooException, NoNodeError
 
 from zkcoord.errors import ErrorCode
 from zkcoord.group.coordinator import GroupCoordinator
 from zkcoord.migration.phases import MAX, RULES, Phase
 from zkcoord.runtime.runtime import Send
+from zkcoord.server.legacy_ids import LegacyIds
 from zkcoord.server.migration import GroupMigrations, ZooKeeperUnavailableError, managed_name
 from zkcoord.server.mirror import OffsetMirror
 from zkcoord.wire.messages import (
@@ -51,7 +50,6 @@ from zkcoord.zk.offsets import Partition, read_group_offsets
 log = logging.getLogger(__name__)
 
 MAX_IDS_SHOWN = 2
-T = TypeVar("T")
 
 
 class MigrationSteps:
@@ -68,7 +66,7 @@ class MigrationSteps:
         self.mirror = mirror
         self.core = core
         self.bridged = bridged  # whether a group has the mixed-group bridge (zkcoord.server.bridge)
-        self._legacy_ids_reads = FreshReads(self._read_legacy_ids)
+        self.legacy_ids = LegacyIds(lambda: migrations.zk)
 
     def before(self, request: Request) -> Response | None:
         """A JoinGroup refused by single-protocol membership: 23 (or 15 if ZooKeeper cannot tell); else None."""
@@ -156,16 +154,9 @@ class MigrationSteps:
         return offsets
 
     def _legacy_ids(self, group: str) -> list[str]:
-        """The consumer ids registered under ``/consumers/<group>/ids`` now (a ZooKeeper read that began after
-        this call, shared with the JoinGroups that wait with it; bounded)."""
+        """The consumer ids registered under ``/consumers/<group>/ids`` (kept by a watch, else read; bounded)."""
         with self._reading(layout.ids_path(group)):
-            return self._legacy_ids_reads.get(group)
-
-    def _read_legacy_ids(self, group: str) -> list[str]:
-        try:
-            return sorted(self.migrations.zk.get_children(layout.ids_path(group)))
-        except NoNodeError:
-            return []
+            return self.legacy_ids.ids(group)
 
     def _fetch_response(
         self, group: str | None, topics: tuple[OffsetFetchRequestTopic, ...] | None, response: OffsetFetchResponse
@@ -189,46 +180,6 @@ class MigrationSteps:
         if phase is not None and RULES[phase].mixed_members and self.bridged(group):
             return None  # legacy members are welcome: the bridge runs the 0.8.2 protocol for this member
         return join_refusal_message(group, self._legacy_ids(group), phase)
-
-
-class FreshReads(Generic[T]):
-    """``read(key)`` for concurrent callers, who share reads: each gets the value of a read begun after it asked.
-
-    A rebalance brings every member's JoinGroup at once, and a ZooKeeper read each made the last one wait for a
-    hundred round trips. A caller waits for the read queued behind the key's running one (it begins when the
-    running read ends), or begins a read if none runs: per key, at most one read runs and one waits.
-    """
-
-    def __init__(self, read: Callable[[str], T]):
-        self._read = read
-        self._running: dict[str, AsyncResult] = {}
-        self._queued: dict[str, AsyncResult] = {}
-
-    def get(self, key: str) -> T:
-        """The value of a read of ``key`` begun after this call; blocks (unbounded: the caller bounds it)."""
-        result = self._queued.get(key)
-        if result is None:
-            result = AsyncResult()
-            if key in self._running:
-                self._queued[key] = result
-            else:
-                self._begin(key, result)
-        return result.get()
-
-    def _begin(self, key: str, result: AsyncResult) -> None:
-        self._running[key] = result
-        gevent.spawn(self._run, key, result)
-
-    def _run(self, key: str, result: AsyncResult) -> None:
-        try:
-            result.set(self._read(key))
-        except Exception as error:  # every caller waiting for this read raises it
-            result.set_exception(error)
-        finally:
-            del self._running[key]
-            queued = self._queued.pop(key, None)
-            if queued is not None:
-                self._begin(key, queued)
 
 
 # ---- the pure halves of the requests that involve ZooKeeper -------------------------------------------------
