@@ -1,15 +1,20 @@
 """Coordinator node throughput and rebalance latency over loopback, against ZooKeeper offset commits.
 
 One coordinator node runs in its own process (benchmarks/coordinator_load.py ``serve``: a CoordinatorNode as
-``zkcoord coordinator start`` runs it, default settings except group.initial.rebalance.delay.ms=100) on an
-embedded ZooKeeper; load-generator processes drive it over loopback. In one run, prints:
+``zkcoord coordinator start`` runs it, default settings except group.initial.rebalance.delay.ms=100, with a
+Kafka listener and no upstream broker) on an embedded ZooKeeper; load-generator processes drive it over
+loopback. In one run, prints:
 
 1. Heartbeats/s against Stable groups: many members, many connections, requests pipelined on each connection;
    and how long the node's gevent hub was kept from waking a 10 ms sleep meanwhile (timers, accepts, signals);
 2. durable OffsetCommit/s (log.flush.policy=group, the default: each reply after the fsync of its batch), one
-   group per connection, with 1 and with 100 partitions per request (requests/s and offsets/s) and requests per
-   fsync; the groups spread over the offsets partitions as their ids hash, and, for 1 partition per request,
-   all on one offsets partition (the group commit at its best);
+   group per connection, with 1 and with 100 partitions per request (requests/s and offsets/s), requests per
+   fsync and the node's CPU per request; the groups spread over the offsets partitions as their ids hash, and,
+   for 1 partition per request, all on one offsets partition (the group commit at its best); the spread
+   1-partition commits again over the node's Kafka listener (Kafka's wire protocol, frames encoded ahead by
+   kio), and against two nodes of one cluster (each connection on its group's coordinator), as a ratio to one
+   node. Each row's groups are new: every group commits once, and the window starts when the node has no
+   migration-state read of a new group left in ZooKeeper (steady state);
 3. rebalance latency for (members, partitions) = (10, 100) and (100, 1000), heartbeat.interval.ms 3000 and 100,
    and at the full scale (1000, 10000) at 3000 and 1000 ms: from a new member's JoinGroup, and from a LeaveGroup,
    to every member synced on the next generation with the range assignment of every partition. Members run the
@@ -26,15 +31,17 @@ Each measurement shows the CPU used, in cores, by the node, the load generators,
 the machine (other sessions' tests skew the figures): a node at 1.00 core is the bottleneck. The aims are marked
 PASS or BELOW; being below never makes the exit status non-zero. Fixed seeds; every process is stopped and the
 temporary directory (under the repository's var/, not tmpfs) removed at the end. --profile also runs cProfile in
-the node during the heartbeat and the 1-partition commit measurements and prints the top functions.
+the node during the heartbeat and the spread 1-partition commit measurements and prints the top functions;
+--only runs some sections (the summary shows theirs).
 
-    python benchmarks/coordinator.py [--quick] [--profile] [--only rebalance]
+    python benchmarks/coordinator.py [--quick] [--profile] [--only heartbeats,commits,rebalance,zookeeper]
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import itertools
 import json
 import multiprocessing
@@ -52,6 +59,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -62,8 +70,9 @@ from kazoo.client import KazooClient
 
 from zkcoord.channel import WireConnection
 from zkcoord.group.coordinator import partition_for
+from zkcoord.testing.node_process import GATEWAY_PORTS
 from zkcoord.zk import admin
-from zkcoord.zk.server import EmbeddedZooKeeper
+from zkcoord.zk.server import EmbeddedZooKeeper, free_port_block
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -80,6 +89,8 @@ AIM_HEARTBEATS = 20_000
 AIM_COMMITS = 10_000
 AIM_REBALANCE_MS = 100
 AIM_ZOOKEEPER_RATIO = 5.0
+AIM_RAW_ZOOKEEPER_RATIO = 1.0  # durable 1-partition commits against the raw client's pipelined znode writes
+KAFKA_COMMIT_VERSION = 8  # OffsetCommit's newest version before KIP-848's member epochs
 SEED = 20240601
 
 
@@ -149,8 +160,10 @@ class Server:
         profile: Path,
         overrides: dict[str, str] | None = None,
         create_connection=socket.create_connection,
+        node_id: int = 1,
     ):
-        self.log_path = root / "server.log"
+        self.node_id = node_id
+        self.log_path = root / ("server.log" if node_id == 1 else f"server-{node_id}.log")
         self.profile_path = profile
         self.create_connection = create_connection
         settings = {"group.initial.rebalance.delay.ms": "100", **(overrides or {})}
@@ -160,7 +173,7 @@ class Server:
             str(SERVER_SCRIPT),
             "serve",
             "--node-id",
-            "1",
+            str(node_id),
             "--zookeeper",
             connect,
             "--log-dir",
@@ -179,11 +192,18 @@ class Server:
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
             )
         threading.Thread(target=self._read, daemon=True).start()
-        line = self._line(60)
-        if "serving on" not in line:
-            raise RuntimeError(f"the coordinator did not start: {line!r}\n{self.log_tail()}")
-        host, port = line.rsplit(" ", 1)[1].rsplit(":", 1)
-        self.address = (host, int(port))
+        self.kafka_address: tuple[str, int] | None = None  # its Kafka listener's, when the overrides ask for one
+        try:
+            line = self._line(60)
+            if "kafka listener on" in line:
+                self.kafka_address = address_in(line)
+                line = self._line(60)
+            if "serving on" not in line:
+                raise RuntimeError(f"the coordinator did not start: {line!r}\n{self.log_tail()}")
+        except BaseException:
+            self.stop()
+            raise
+        self.address = address_in(line)
 
     def _read(self) -> None:
         for line in self.process.stdout:
@@ -218,9 +238,10 @@ class Server:
         self._signal(signal.SIGUSR2, "profile")
         return pstats.Stats(str(self.profile_path))
 
-    def wait_loaded(self, timeout: float = 60) -> None:
+    def wait_loaded(self, timeout: float = 60, partitions: int = OFFSETS_PARTITIONS) -> None:
+        """Until the node leads ``partitions`` offsets partitions and loads none."""
         deadline = time.monotonic() + timeout
-        while (figures := self.stats())["owned"] < OFFSETS_PARTITIONS or figures["loading"]:
+        while (figures := self.stats())["owned"] != partitions or figures["loading"]:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"offsets partitions not loaded in {timeout:.0f} s: {figures}")
             time.sleep(0.2)
@@ -249,6 +270,21 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+
+
+def address_in(line: str) -> tuple[str, int]:
+    """The ``HOST:PORT`` that ends one of the node's lines."""
+    host, port = line.rsplit(" ", 1)[1].rsplit(":", 1)
+    return host, int(port)
+
+
+def wait_no_migration_reads(servers: list[Server], timeout: float = 60) -> None:
+    """Until no node has a migration-state read or acknowledgement of a new group in flight in ZooKeeper."""
+    deadline = time.monotonic() + timeout
+    while pending := sum(server.stats()["migration_reads"] for server in servers):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{pending} migration-state reads still in flight after {timeout:.0f} s")
+        time.sleep(0.05)
 
 
 # ---- load generators ----------------------------------------------------------------------------------------
@@ -380,9 +416,17 @@ class Throughput:
 
 
 def measure(
-    kind: str, params: list[dict], scale: Scale, server: Server | None, zookeeper_pid: int, profile: bool = False
+    kind: str,
+    params: list[dict],
+    scale: Scale,
+    server: Server | None,
+    zookeeper_pid: int,
+    profile: bool = False,
+    settle: Callable[[], None] | None = None,
+    peers: Sequence[Server] = (),
 ) -> Throughput:
-    """Start the load generators, let them set up, then count what completes in one window after a warm-up.
+    """Start the load generators, let them set up (then ``settle``, e.g. wait for the node's one-time work to
+    end), then count what completes in one window after a warm-up; ``peers`` are more nodes under the load.
 
     CPU is read from /proc at the window's edges; the node's own counters (SIGUSR1) are read after that, so a
     node slow to answer signals (its hub busy) delays those counters, not the window.
@@ -390,19 +434,28 @@ def measure(
     workers = Workers(kind, params)
     try:
         workers.collect("ready", timeout=180)
-        return measure_window(workers, scale, server, zookeeper_pid, profile)
+        if settle is not None:
+            settle()
+        return measure_window(workers, scale, server, zookeeper_pid, profile, peers)
     finally:
         workers.close()
 
 
 def measure_window(
-    workers: Workers, scale: Scale, server: Server | None, zookeeper_pid: int, profile: bool = False
+    workers: Workers,
+    scale: Scale,
+    server: Server | None,
+    zookeeper_pid: int,
+    profile: bool = False,
+    peers: Sequence[Server] = (),
 ) -> Throughput:
-    """One window of load generators that are ready: what :func:`measure` does once they have set up."""
+    """One window of load generators that are ready: what :func:`measure` does once they have set up. The CPU
+    of each of ``peers`` is the role "node N"."""
     start_at = time.monotonic() + scale.warmup_seconds
     end_at = start_at + scale.measure_seconds
     workers.go(start_at, end_at)
     roles = {"server": [server.process.pid] if server is not None else [], "load generators": workers.pids}
+    roles.update({f"node {peer.node_id}": [peer.process.pid] for peer in peers})
     roles["zookeeper"] = [zookeeper_pid]
     time.sleep(max(0.0, start_at - time.monotonic()))
     cpu = CpuWindow(roles)
@@ -482,7 +535,10 @@ def groups_on_one_partition(prefix: str, count: int) -> list[str]:
     return list(itertools.islice((g for g in names if partition_for(g, OFFSETS_PARTITIONS) == 0), count))
 
 
-def commit_phase(server: Server, zookeeper_pid: int, scale: Scale, profile: bool) -> dict[str, Throughput]:
+def commit_phase(
+    server: Server, zookeeper_pid: int, scale: Scale, profile: bool, start_peer: Callable[[], Server]
+) -> dict[str, Throughput]:
+    """Section 2; ``start_peer`` starts a second node of the cluster (same ZooKeeper, same log directory)."""
     connections = scale.load_processes * scale.commit_connections
     print(
         f"\n2. Durable OffsetCommits (log.flush.policy=group: each reply after the fsync of its batch): simple "
@@ -490,48 +546,126 @@ def commit_phase(server: Server, zookeeper_pid: int, scale: Scale, profile: bool
         f"per connection, {scale.commit_depth} in flight per connection (a connection is served one request at a "
         f"time, so at most {connections} commits wait for a flush); topic of {COMMIT_TOPIC_PARTITIONS} partitions. "
         f"The groups are spread over the {OFFSETS_PARTITIONS} offsets partitions as their ids hash, or (to show "
-        f"the group commit at its best) chosen to share one\n",
+        f"the group commit at its best) chosen to share one. Over the msgpack listener, and over the Kafka "
+        f"listener (Kafka's wire protocol, OffsetCommit v{KAFKA_COMMIT_VERSION} frames encoded ahead by kio). "
+        f"Steady state: the groups are new in each row, so each commits once first and the window starts when the "
+        f"node has no migration-state read of a new group left in ZooKeeper. Last, the spread 1-partition row "
+        f"again against two nodes of one cluster (same ZooKeeper and log directory, {OFFSETS_PARTITIONS // 2} "
+        f"offsets partitions each), each connection on its group's coordinator as FindCoordinator names it. "
+        f"µs/request: the node's CPU per request; hub: its event loop's thread, in cores, and the longest a 10 ms "
+        f"sleep on it overslept (a node starved of CPU, or kept busy)\n",
         flush=True,
     )
     print(
-        f"   {'groups':>16} {'partitions/request':>18} {'requests/s':>11} {'offsets/s':>11} {'requests/fsync':>14}  "
-        f"CPU cores"
+        f"   {'listener':>8} {'groups':>14} {'partitions/request':>18} {'requests/s':>11} {'offsets/s':>11} "
+        f"{'requests/fsync':>14} {'requests/round':>14} {'µs/request':>10}  CPU cores"
     )
+    settle = functools.partial(wait_no_migration_reads, [server])
     runs: dict[str, Throughput] = {}
-    plan = (("spread", 1), ("one partition", 1), ("spread", 100))
-    for spread, per_request in plan:
-        label = f"{spread} {per_request}"
-        per_process = scale.commit_connections
+    plan = (
+        ("msgpack", "spread", 1),
+        ("msgpack", "one partition", 1),
+        ("msgpack", "spread", 100),
+        ("kafka", "spread", 1),
+    )
+    for listener, spread, per_request in plan:
+        label = f"{spread} {per_request}" if listener == "msgpack" else f"{listener} {spread} {per_request}"
         if spread == "spread":
-            groups = [f"commit-{per_request}-{n}" for n in range(connections)]
+            groups = [f"commit-{listener}-{per_request}-{n}" for n in range(connections)]
         else:
             groups = groups_on_one_partition(f"commit-one-{per_request}", connections)
         params = [
             {
-                "address": server.address,
-                "groups": groups[w * per_process : (w + 1) * per_process],
+                "address": server.address if listener == "msgpack" else server.kafka_address,
+                "groups": groups[w * scale.commit_connections : (w + 1) * scale.commit_connections],
                 "topic": COMMIT_TOPIC,
                 "topic_partitions": COMMIT_TOPIC_PARTITIONS,
                 "partitions_per_request": per_request,
+                "version": KAFKA_COMMIT_VERSION,
                 "depth": scale.commit_depth,
             }
             for w in range(scale.load_processes)
         ]
-        run = measure("commit", params, scale, server, zookeeper_pid, profile and label == "spread 1")
+        kind = "commit" if listener == "msgpack" else "kafka-commit"
+        run = measure(
+            kind, params, scale, server, zookeeper_pid, profile and spread == "spread" and per_request == 1, settle
+        )
         runs[label] = run
-        fsyncs = run.server_after["fsyncs"] - run.server_before["fsyncs"]
-        requests = run.server_after["requests"] - run.server_before["requests"]
+        after, before = run.server_after, run.server_before
+        fsyncs = after["fsyncs"] - before["fsyncs"]
+        rounds = after["fsync_rounds"] - before["fsync_rounds"]
+        requests = after["requests"] + after["kafka_requests"] - before["requests"] - before["kafka_requests"]
+        hub = (after["hub_cpu"] - before["hub_cpu"]) / (after["t"] - before["t"])
         cores = run.cpu.cores
         print(
-            f"   {spread:>16} {per_request:>18} {run.rate:>11,.0f} {run.rate * per_request:>11,.0f} "
-            f"{requests / max(fsyncs, 1):>14.1f}  server {cores['server']:.2f}, load generators "
+            f"   {listener:>8} {spread:>14} {per_request:>18} {run.rate:>11,.0f} {run.rate * per_request:>11,.0f} "
+            f"{requests / max(fsyncs, 1):>14.1f} {requests / max(rounds, 1):>14.1f} "
+            f"{cpu_per_request(cores['server'], run.rate):>10.0f}  server {cores['server']:.2f} "
+            f"(hub {hub:.2f}, its longest wait {after['lag_max_ms']:,.0f} ms), load generators "
             f"{cores['load generators']:.2f}, others {cores['others']:.2f}"
             + (f"  errors {run.errors}" if run.errors else ""),
             flush=True,
         )
-    if runs["spread 1"].profile is not None:
-        print_profile("the 1-partition commit window, groups spread", runs["spread 1"].profile)
+    runs["two nodes spread 1"] = two_nodes_run(server, zookeeper_pid, scale, start_peer, runs["spread 1"])
+    for label, listener in (("spread 1", "msgpack"), ("kafka spread 1", "Kafka")):
+        if runs[label].profile is not None:
+            print_profile(
+                f"the 1-partition commit window on the {listener} listener, groups spread", runs[label].profile
+            )
     return runs
+
+
+def per_core(run: Throughput, role: str) -> float:
+    """The rate per CPU core the process of ``role`` used in the window."""
+    cores = run.cpu.cores[role]
+    return run.rate / cores if cores else 0.0
+
+
+def cpu_per_request(cores: float, rate: float) -> float:
+    """Microseconds of CPU per request of a process that used ``cores`` at ``rate`` requests/s."""
+    return cores / rate * 1e6 if rate else 0.0
+
+
+def two_nodes_run(
+    server: Server, zookeeper_pid: int, scale: Scale, start_peer: Callable[[], Server], one: Throughput
+) -> Throughput:
+    """The spread 1-partition commits against ``server`` and a second node that took half the offsets partitions
+    (their preferred leader); stopped at the end, ``server`` leads them all again."""
+    connections = scale.load_processes * scale.commit_connections
+    groups = [f"commit-two-nodes-{n}" for n in range(connections)]
+    peer = start_peer()
+    try:
+        half = OFFSETS_PARTITIONS // 2
+        peer.wait_loaded(120, partitions=half)
+        server.wait_loaded(120, partitions=OFFSETS_PARTITIONS - half)
+        params = [
+            {
+                "bootstrap": server.address,
+                "groups": groups[w * scale.commit_connections : (w + 1) * scale.commit_connections],
+                "topic": COMMIT_TOPIC,
+                "topic_partitions": COMMIT_TOPIC_PARTITIONS,
+                "partitions_per_request": 1,
+                "depth": scale.commit_depth,
+            }
+            for w in range(scale.load_processes)
+        ]
+        settle = functools.partial(wait_no_migration_reads, [server, peer])
+        run = measure("commit", params, scale, server, zookeeper_pid, settle=settle, peers=[peer])
+    finally:
+        peer.stop()
+    server.wait_loaded(120)
+    cores = run.cpu.cores
+    both = cores["server"] + cores[f"node {peer.node_id}"]
+    print(
+        f"   two nodes, msgpack, spread, 1 partition/request: {run.rate:,.0f} requests/s, "
+        f"{run.rate / one.rate:.2f}x one node ({one.rate:,.0f}/s); µs/request {cpu_per_request(both, run.rate):.0f} "
+        f"(both nodes; one node: {cpu_per_request(one.cpu.cores['server'], one.rate):.0f}); CPU cores: node 1 "
+        f"{cores['server']:.2f}, node {peer.node_id} {cores[f'node {peer.node_id}']:.2f}, load generators "
+        f"{cores['load generators']:.2f}, others {cores['others']:.2f}"
+        + (f"  errors {run.errors}" if run.errors else ""),
+        flush=True,
+    )
+    return run
 
 
 class RebalanceGroup:
@@ -749,30 +883,72 @@ def create_topics(server: str, connect: str, topics: dict[str, int]) -> None:
 
 
 def summary(
-    heartbeats: Throughput,
-    commits: dict[str, Throughput],
+    heartbeats: Throughput | None,
+    commits: dict[str, Throughput] | None,
     rebalances: dict[tuple[int, int, int, str], list[dict]],
-    zookeeper: dict[str, Throughput],
+    zookeeper: dict[str, Throughput] | None,
 ) -> None:
+    """The aims' rows of the sections that ran (None, or no rebalances: not run)."""
     print("\nSummary (the aims of the issue; being below does not fail this command)\n")
     print(f"   {'measure':<72} {'value':>20}  {'aim':<11} verdict")
 
     def row(measure: str, value: str, aim: str = "", ok: bool | None = None) -> None:
         print(f"   {measure:<72} {value:>20}  {aim:<11} {'' if ok is None else verdict(ok)}".rstrip())
 
-    rate = heartbeats.rate
-    row("heartbeats/s, Stable groups", f"{rate:,.0f}/s", f"≥ {AIM_HEARTBEATS:,}/s", rate >= AIM_HEARTBEATS)
+    if heartbeats is not None:
+        rate = heartbeats.rate
+        row("heartbeats/s, Stable groups", f"{rate:,.0f}/s", f"≥ {AIM_HEARTBEATS:,}/s", rate >= AIM_HEARTBEATS)
+    if commits is not None:
+        commit_rows(row, commits)
+    rebalance_summary(row, rebalances)
+    if zookeeper is not None:
+        zookeeper_rows(row, zookeeper, commits)
+
+
+def commit_rows(row: Callable, commits: dict[str, Throughput]) -> None:
     spread, one, hundred = commits["spread 1"], commits["one partition 1"], commits["spread 100"]
+    kafka, two = commits["kafka spread 1"], commits["two nodes spread 1"]
     aim = f"≥ {AIM_COMMITS:,}/s"
-    row("durable OffsetCommit/s, 1 partition/request", f"{spread.rate:,.0f}/s", aim, spread.rate >= AIM_COMMITS)
-    row("   the same, all groups on one offsets partition", f"{one.rate:,.0f}/s", aim, one.rate >= AIM_COMMITS)
+    row(
+        "durable OffsetCommit/s, 1 partition/request, msgpack listener",
+        f"{spread.rate:,.0f}/s",
+        aim,
+        spread.rate >= AIM_COMMITS,
+    )
+    row("   per core the node used (the machine is shared)", f"{per_core(spread, 'server'):,.0f}/s")
+    row("   the same, Kafka listener", f"{kafka.rate:,.0f}/s", aim, kafka.rate >= AIM_COMMITS)
+    row("      per core the node used", f"{per_core(kafka, 'server'):,.0f}/s")
+    row(
+        "   the same (msgpack), all groups on one offsets partition", f"{one.rate:,.0f}/s", aim, one.rate >= AIM_COMMITS
+    )
     row("durable OffsetCommit/s, 100 partitions/request", f"{hundred.rate:,.0f}/s")
     row("   offsets/s", f"{hundred.rate * 100:,.0f}/s")
-    rebalance_summary(row, rebalances)
+    row("two nodes ÷ one node, 1 partition/request (load generators share the cores)", f"{two.rate / spread.rate:.2f}x")
+
+
+def zookeeper_rows(row: Callable, zookeeper: dict[str, Throughput], commits: dict[str, Throughput] | None) -> None:
     sync, pipelined, raw = zookeeper["sync"], zookeeper["pipelined"], zookeeper["raw"]
     row("ZooKeeper offset commits/s, synchronous (kazoo)", f"{sync.rate:,.0f}/s")
     row("ZooKeeper offset commits/s, pipelined (kazoo set_async)", f"{pipelined.rate:,.0f}/s")
     row("ZooKeeper offset commits/s, pipelined (raw protocol client)", f"{raw.rate:,.0f}/s")
+    row("   per core ZooKeeper used", f"{per_core(raw, 'zookeeper'):,.0f}/s")
+    if commits is None:
+        return
+    spread, one, hundred, kafka = (
+        commits[label] for label in ("spread 1", "one partition 1", "spread 100", "kafka spread 1")
+    )
+    aim = f"≥ {AIM_RAW_ZOOKEEPER_RATIO:g}x"
+    for listener, run in (("msgpack", spread), ("Kafka", kafka)):
+        ratio = run.rate / raw.rate
+        row(
+            f"coordinator ÷ ZooKeeper raw pipelined, 1 partition/request, {listener}",
+            f"{ratio:.2f}x",
+            aim,
+            ratio >= AIM_RAW_ZOOKEEPER_RATIO,
+        )
+        zookeeper_per_core = per_core(raw, "zookeeper")
+        if zookeeper_per_core:
+            row("   the same per core each used", f"{per_core(run, 'server') / zookeeper_per_core:.2f}x")
     aim = f"≥ {AIM_ZOOKEEPER_RATIO:g}x"
     for baseline, zookeeper_rate in (("kazoo", pipelined.rate), ("raw", raw.rate)):
         for label, coordinator in (
@@ -806,11 +982,38 @@ def bench_directory(prefix: str):
     print(f"\nTotal {time.monotonic() - started:.0f} s; load average now {load} (other processes skew the figures)")
 
 
+SECTIONS = ("heartbeats", "commits", "rebalance", "zookeeper")
+
+
+def sections(text: str) -> set[str]:
+    """``--only``'s comma-separated section names."""
+    chosen = {name.strip() for name in text.split(",") if name.strip()}
+    if unknown := chosen - set(SECTIONS):
+        raise argparse.ArgumentTypeError(f"unknown sections {', '.join(sorted(unknown))}; known: {', '.join(SECTIONS)}")
+    return chosen
+
+
+def kafka_listener_overrides() -> dict[str, str]:
+    """Node properties for a Kafka listener on any free port (no upstream broker: the node answers the group APIs
+    itself); its gateway ports must be given then, on free ports."""
+    first = free_port_block("127.0.0.1", GATEWAY_PORTS)
+    return {
+        "listeners": "PLAINTEXT://127.0.0.1:0",
+        "zkcoord.gateway.port.range": f"{first}-{first + GATEWAY_PORTS - 1}",
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer members, short windows (a smoke test)")
     parser.add_argument("--profile", action="store_true", help="cProfile the server in the heartbeat/commit windows")
-    parser.add_argument("--only", choices=("rebalance",), help="run one section alone (without the summary)")
+    parser.add_argument(
+        "--only",
+        type=sections,
+        default=set(SECTIONS),
+        metavar="SECTIONS",
+        help=f"run only these sections (comma-separated: {','.join(SECTIONS)}); the summary shows what ran",
+    )
     args = parser.parse_args()
     scale = QUICK if args.quick else FULL
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so that the cleanup below runs
@@ -827,22 +1030,30 @@ def main() -> None:
             topics = {HEARTBEAT_TOPIC: 10, COMMIT_TOPIC: COMMIT_TOPIC_PARTITIONS}
             topics.update({f"bench-rebalance-{p}": p for _, p in (*REBALANCE_CONFIGS, LARGE_REBALANCE)})
             create_topics(zk.connect_string, connect, topics)
-            server = Server(root, connect, root / "server.prof")
+            server = Server(root, connect, root / "server.prof", kafka_listener_overrides())
             server.wait_loaded()
             server.wait_topics(topics)
             print(
                 f"ZooKeeper {zk.connect_string} (pid {zookeeper_pid}); coordinator node on "
-                f"{server.address[0]}:{server.address[1]} (pid {server.process.pid}), {OFFSETS_PARTITIONS} offsets "
-                f"partitions loaded; {time.monotonic() - started:.1f} s to set up",
+                f"{server.address[0]}:{server.address[1]}, its Kafka listener on port {server.kafka_address[1]} "
+                f"(pid {server.process.pid}), {OFFSETS_PARTITIONS} offsets partitions loaded; "
+                f"{time.monotonic() - started:.1f} s to set up",
                 flush=True,
             )
-            if args.only == "rebalance":
-                rebalance_phase(server, zookeeper_pid, scale)
-                return
-            heartbeats = heartbeat_phase(server, zookeeper_pid, scale, args.profile)
-            commits = commit_phase(server, zookeeper_pid, scale, args.profile)
-            rebalances = rebalance_phase(server, zookeeper_pid, scale)
-            zookeeper = zookeeper_phase(connect, zookeeper_pid, scale)
+
+            def start_peer() -> Server:
+                return Server(root, connect, root / "server-2.prof", node_id=2)
+
+            heartbeats = commits = zookeeper = None
+            rebalances: dict = {}
+            if "heartbeats" in args.only:
+                heartbeats = heartbeat_phase(server, zookeeper_pid, scale, args.profile)
+            if "commits" in args.only:
+                commits = commit_phase(server, zookeeper_pid, scale, args.profile, start_peer)
+            if "rebalance" in args.only:
+                rebalances = rebalance_phase(server, zookeeper_pid, scale)
+            if "zookeeper" in args.only:
+                zookeeper = zookeeper_phase(connect, zookeeper_pid, scale)
             summary(heartbeats, commits, rebalances, zookeeper)
         finally:
             Workers.stop_all()

@@ -2,7 +2,8 @@
 
 ``python benchmarks/coordinator_load.py serve ...`` runs one coordinator node as ``zkcoord coordinator start``
 does (:class:`~zkcoord.server.node.CoordinatorNode` from :func:`~zkcoord.server.config.node_config`, SIGTERM
-stops it gracefully), and prints ``coordinator node N serving on HOST:PORT``. Two extra signals serve the
+stops it gracefully), and prints ``coordinator node N serving on HOST:PORT``, after ``coordinator node N kafka
+listener on HOST:PORT`` when its settings ask for a Kafka listener (``listeners``). Two extra signals serve the
 benchmark: SIGUSR1 prints one JSON line of the node's counters (CPU seconds, fsyncs, requests, timers), SIGUSR2
 starts cProfile and, the second time, stops it and writes the stats to ``--profile``. The counters include the
 longest time the gevent hub was kept from waking a 10 ms sleep since the previous SIGUSR1.
@@ -66,19 +67,32 @@ def connector(params: dict) -> Connect:
     return ClientSecurity.from_properties(params.get("security", {})).connector(gsocket.create_connection)
 
 
-class Connection:
-    """One connection on gevent sockets: ``call`` one request at a time, or ``send``/``read_some`` pipelined."""
+def unpack(frame: bytearray) -> dict:
+    return msgpack.unpackb(frame, raw=False)
 
-    def __init__(self, address: tuple[str, int], connect: Connect = gsocket.create_connection):
+
+class Connection:
+    """One connection on gevent sockets: ``call`` one request at a time, or ``send``/``read_some`` pipelined.
+
+    ``decode`` turns each response frame (after its 4-byte size) into what ``read_some`` returns: msgpack's map,
+    or for Kafka's protocol (the same framing) ``bytes``, the frame itself."""
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        connect: Connect = gsocket.create_connection,
+        decode: Callable[[bytearray], object] = unpack,
+    ):
         self.sock = connect(address, timeout=60)
         self.sock.setsockopt(gsocket.IPPROTO_TCP, gsocket.TCP_NODELAY, 1)
         self._buffer = bytearray()
         self._correlation = 0
+        self._decode = decode
 
     def send(self, data: bytes) -> None:
         self.sock.sendall(data)
 
-    def read_some(self) -> list[dict]:
+    def read_some(self) -> list:
         """Every complete response in the buffer after at least one more recv (blocks until one is complete)."""
         responses: list[dict] = []
         while not responses:
@@ -93,7 +107,7 @@ class Connection:
                 end = position + 4 + length
                 if end > size:
                     break
-                responses.append(msgpack.unpackb(buffer[position + 4 : end], raw=False))
+                responses.append(self._decode(buffer[position + 4 : end]))
                 position = end
             del buffer[:position]
         return responses
@@ -379,15 +393,19 @@ def heartbeat_load(params: dict, inbox, outbox) -> None:
 
 def commit_load(params: dict, inbox, outbox) -> None:
     """Simple (generation -1) OffsetCommits, one group per connection, ``partitions_per_request`` partitions each
-    (a sliding window over the topic's partitions), ``depth`` in flight per connection."""
-    address, connect = tuple(params["address"]), connector(params)
+    (a sliding window over the topic's partitions), ``depth`` in flight per connection. With ``bootstrap`` (an
+    address) each connection goes to its group's coordinator, as FindCoordinator there names it."""
+    connect = connector(params)
     topic, topic_partitions, per_request = params["topic"], params["topic_partitions"], params["partitions_per_request"]
-    conns = [Connection(address, connect) for _ in params["groups"]]
-    outbox.put(("ready", {"connections": len(conns)}))
-    _, start_at, end_at = inbox.get()
+    groups = params["groups"]
+    if "bootstrap" in params:
+        addresses = find_coordinators(tuple(params["bootstrap"]), groups, connect)
+    else:
+        addresses = [tuple(params["address"])] * len(groups)
+    conns = [Connection(address, connect) for address in addresses]
 
-    def driver(index: int) -> tuple[int, Counter]:
-        group = params["groups"][index]
+    def frames(index: int) -> Callable[[int], bytes]:
+        group = groups[index]
 
         def make_frame(n: int) -> bytes:
             first = n * per_request
@@ -406,17 +424,116 @@ def commit_load(params: dict, inbox, outbox) -> None:
                 topics=[{"name": topic, "partitions": partitions}],
             )
 
-        def check(response: dict) -> int:
-            for entry in response["topics"]:
-                for partition in entry["partitions"]:
-                    if partition["error_code"]:
-                        return partition["error_code"]
-            return 0
+        return make_frame
 
-        return pump(conns[index], make_frame, check, params["depth"], start_at, end_at)
+    def check(response: dict) -> int:
+        for entry in response["topics"]:
+            for partition in entry["partitions"]:
+                if partition["error_code"]:
+                    return partition["error_code"]
+        return 0
 
-    count, errors, cpu = run_drivers(driver, len(conns))
+    commit_windows(conns, [frames(i) for i in range(len(conns))], check, params["depth"], inbox, outbox)
+
+
+def find_coordinators(bootstrap: tuple[str, int], groups: list[str], connect: Connect) -> list[tuple[str, int]]:
+    """Each group's coordinator, from FindCoordinator on the msgpack protocol (docs/protocol.md), as a client finds
+    it; retried while the group's offsets partition has no leader (15)."""
+    conn = Connection(bootstrap, connect)
+    try:
+        found = []
+        for group in groups:
+            for _ in range(100):
+                answer = conn.call("FindCoordinator", key=group, key_type=0)
+                if answer["error_code"] not in RETRIABLE_COORDINATOR:
+                    break
+                gevent.sleep(0.1)
+            if answer["error_code"]:
+                raise RuntimeError(f"FindCoordinator {group}: error {answer['error_code']}")
+            found.append((answer["host"], answer["port"]))
+        return found
+    finally:
+        conn.close()
+
+
+def commit_windows(
+    conns: list[Connection],
+    make_frames: list[Callable[[int], bytes]],
+    check: Callable,
+    depth: int,
+    inbox,
+    outbox,
+) -> None:
+    """What every commit load does once its connections are open: each group commits once (the node's one-time
+    work for a new group, such as its migration-state read, happens before the window), then ``ready``, then
+    commits pipelined ``depth`` deep on every connection over the window. Errors of the first commits count too."""
+
+    def first_commit(index: int) -> tuple[int, Counter]:
+        return pump(conns[index], make_frames[index], check, 1, 0.0, 0.0)
+
+    _, errors, _ = run_drivers(first_commit, len(conns))
+    outbox.put(("ready", {"connections": len(conns)}))
+    _, start_at, end_at = inbox.get()
+
+    def driver(index: int) -> tuple[int, Counter]:
+        return pump(conns[index], make_frames[index], check, depth, start_at, end_at)
+
+    count, window_errors, cpu = run_drivers(driver, len(conns))
+    errors.update(window_errors)
+    for conn in conns:
+        conn.close()
     outbox.put(("result", {"count": count, "errors": dict(errors), "cpu": cpu}))
+
+
+KAFKA_FRAMES_PER_GROUP = 16  # pre-encoded requests per group, used in turn (partition and offset vary)
+KAFKA_SAMPLE_EVERY = 256  # responses between two fully decoded ones, which check the cheap error-code read
+
+
+def kafka_commit_load(params: dict, inbox, outbox) -> None:
+    """The same simple single-partition OffsetCommits over Kafka's wire protocol (the node's Kafka listener), from
+    frames encoded ahead by kio (OffsetCommit ``version``): each group's :data:`KAFKA_FRAMES_PER_GROUP` requests,
+    sent in turn. A response's error code is read at its fixed place from the frame's end; every
+    :data:`KAFKA_SAMPLE_EVERY`-th response is decoded in full by kio, and a disagreement counts as an error."""
+    from zkcoord.wire import messages as m
+    from zkcoord.wire.kafka.frames import encode_request, read_response, response_schema
+    from zkcoord.wire.kafka.groups import kafka_request
+
+    address, version = tuple(params["address"]), params["version"]
+    topic, topic_partitions = params["topic"], params["topic_partitions"]
+    # After the error code: nothing (v2-v7), or the tagged fields of the partition, the topic and the body (v8+).
+    error_at = slice(-5, -3) if response_schema(8, version).__flexible__ else slice(-2, None)
+
+    def encoded(group: str, n: int) -> bytes:
+        partition = m.OffsetCommitRequestPartition(
+            partition_index=n % topic_partitions, committed_offset=n, committed_metadata=""
+        )
+        request = m.OffsetCommitRequest(
+            group_id=group,
+            generation_id=-1,
+            member_id="",
+            retention_time_ms=-1,
+            topics=(m.OffsetCommitRequestTopic(name=topic, partitions=(partition,)),),
+        )
+        return encode_request(n, "bench", kafka_request(8, version, [request]))
+
+    make_frames = []
+    for group in params["groups"]:
+        prepared = [encoded(group, n) for n in range(KAFKA_FRAMES_PER_GROUP)]
+        make_frames.append(lambda n, prepared=prepared: prepared[n % KAFKA_FRAMES_PER_GROUP])
+    seen = [0]
+
+    def check(response: bytes) -> int | str:
+        code = int.from_bytes(response[error_at], "big", signed=True)
+        seen[0] += 1
+        if seen[0] % KAFKA_SAMPLE_EVERY == 1:
+            _, body = read_response(8, version, response)
+            decoded = body.topics[0].partitions[0].error_code
+            if decoded != code:
+                return f"error code read {code}, decoded {decoded}"
+        return code
+
+    conns = [Connection(address, decode=bytes) for _ in params["groups"]]
+    commit_windows(conns, make_frames, check, params["depth"], inbox, outbox)
 
 
 def zookeeper_load(params: dict, inbox, outbox) -> None:
@@ -481,8 +598,8 @@ def zookeeper_load(params: dict, inbox, outbox) -> None:
 def rebalance_load(params: dict, inbox, outbox) -> None:
     """``members`` real-protocol members of one group, one connection each: this process's share of a group the
     benchmark spreads over several processes, as the members of a real group are (one process holding them all
-    would make its own CPU a queue every heartbeat round and every rebalance waits in). The process with
-    ``newcomer`` also holds the member that triggers rebalances.
+    would make its own CPU a queue every heartbeat round and every rebalance waits in). The process that is sent
+    join and leave also holds the member that triggers rebalances, the newcomer.
 
     Commands on the inbox, answered in order: ``("join",)`` starts the newcomer, ``("leave",)`` makes it leave
     (LeaveGroup), ``("await", generation, timeout)`` answers ``("status", records)`` once every member here (the
@@ -665,6 +782,7 @@ def zookeeper_raw_load(params: dict, inbox, outbox) -> None:
 LOADS = {
     "heartbeat": heartbeat_load,
     "commit": commit_load,
+    "kafka-commit": kafka_commit_load,
     "zookeeper": zookeeper_load,
     "zookeeper-raw": zookeeper_raw_load,
     "rebalance": rebalance_load,
@@ -717,12 +835,20 @@ def serve(argv: list[str]) -> int:
         figures = {
             "t": time.monotonic(),
             "cpu": process_cpu(),
+            "hub_cpu": time.thread_time(),  # the hub's thread alone: the thread pool's fsyncs are the rest
             "fsyncs": node.logs.fsync_count(),
+            "fsync_rounds": node.logs.syncer.rounds,
             "requests": node.server.requests_total,
+            "kafka_requests": 0 if node.kafka is None else node.kafka.requests_total,
             "connections": node.server.connections_open,
             "owned": len(node.coordinator.owned),
             "loading": len(node.coordinator.loading),
             "groups": len(node.coordinator.groups),
+            # groups whose first migration-state read or acknowledgement in ZooKeeper has not answered yet: the
+            # one-time work of a group new to the node
+            "migration_reads": sum(
+                not entry.ready.is_set() or entry.acking for entry in node.migrations._states.values()
+            ),
             "timers": len(timers),
             "timer_heap": timers.heap_size,
             "rss_mb": rss_mib(),
@@ -751,6 +877,8 @@ def serve(argv: list[str]) -> int:
     signal.signal(signal.SIGUSR2, lambda *_: toggle_profile())
     node.start()
     gevent.spawn(watch_lag)
+    if node.kafka_port is not None:  # the same line as ``zkcoord coordinator start``'s, before the serving line
+        print(f"coordinator node {args.node_id} kafka listener on {args.host}:{node.kafka_port}", flush=True)
     print(f"coordinator node {args.node_id} serving on {args.host}:{node.port}", flush=True)
     try:
         stop.wait()

@@ -220,3 +220,34 @@ def test_without_a_fence_the_log_writes_no_fence_files(tmp_path):
     with PartitionLog.open(tmp_path, SMALL) as partition:
         partition.append([(b"k", b"v")])
     assert not (tmp_path / EPOCH_FILE).exists() and not (tmp_path / LOCK_FILE).exists()
+
+
+def test_an_epoch_written_over_in_place_is_noticed(tmp_path):
+    # A claim replaces the epoch file; an edit in place (same inode) must fence the leader all the same.
+    with open_fenced(tmp_path, 1, "always") as partition:
+        partition.append([(b"k", b"v")])  # the fence has read and remembered its epoch file
+        before = os.stat(tmp_path / EPOCH_FILE)
+        with open(tmp_path / EPOCH_FILE, "r+") as file:
+            file.write("2\n")
+        # as a later edit would find it: the file clock is coarse, and this test does not wait for it to tick
+        os.utime(tmp_path / EPOCH_FILE, ns=(before.st_atime_ns, before.st_mtime_ns + 10_000_000))
+        assert os.stat(tmp_path / EPOCH_FILE).st_ino == before.st_ino
+        with pytest.raises(FencedLeaderError, match="epoch 2 has claimed"):
+            partition.append([(b"k", b"by the deposed leader")])
+
+
+def test_greenlets_sharing_a_fence_exclude_each_other(tmp_path):
+    # They share the fence's open lock file, which flock cannot tell apart.
+    fence = EpochFence(tmp_path, 1)
+    fence.claim()
+    inside: list[str] = []
+
+    def hold(name: str) -> None:
+        with fence.guard():
+            inside.append(f"{name} in")
+            gevent.sleep(0)
+            inside.append(f"{name} out")
+
+    gevent.joinall([gevent.spawn(hold, "a"), gevent.spawn(hold, "b")], timeout=10, raise_error=True)
+    assert inside == ["a in", "a out", "b in", "b out"]
+    fence.close()

@@ -386,3 +386,22 @@ def test_stop_closes_unanswered_requests_after_its_timeout(servers, connect, toy
     toy.parked[0]({"error_code": 0})  # too late: a no-op
     with pytest.raises(ConnectionError):
         client.receive()
+
+
+def test_a_response_larger_than_the_socket_buffers_arrives_whole(server, connect, toy):
+    blob = bytes(range(256)) * (16 << 12)  # 16 MiB: written in many sends
+    toy.behaviours["Heartbeat"] = lambda request, respond: respond({"error_code": 0, "blob": blob})
+    client = connect(server)
+    assert client.call("Heartbeat", **HEARTBEAT, receive_timeout=30)["blob"] == blob
+    assert client.call("Heartbeat", **HEARTBEAT, receive_timeout=30)["blob"] == blob  # and the next one too
+
+
+def test_a_client_that_stops_reading_is_closed_after_the_send_timeout(servers, connect, toy):
+    toy.behaviours["Heartbeat"] = lambda request, respond: respond({"error_code": 0, "blob": bytes(32 << 20)})
+    server = servers(send_timeout_seconds=0.2)
+    client = connect(server)
+    client.send("Heartbeat", **HEARTBEAT)  # and never reads the answer
+    wait_until(lambda: server.connections_open == 0, timeout=10)
+    other = connect(server)  # the server goes on serving others
+    toy.behaviours.pop("Heartbeat")
+    assert other.call("Heartbeat", **HEARTBEAT)["error_code"] == 0

@@ -111,7 +111,7 @@ def _store_offsets(
     limit = core.config.offset_metadata_max_bytes
     valid = {}
     for tp, (offset, metadata) in commits.items():
-        if _metadata_length(metadata) > limit:
+        if _metadata_too_long(metadata, limit):
             errors[tp] = E.OFFSET_METADATA_TOO_LARGE
         elif request.if_greater and _has_offset_at_least(group, tp, offset):
             errors[tp] = E.NONE
@@ -127,9 +127,11 @@ def _store_offsets(
     core.effects.append(group.partition, records, CommitWrite(request_id, request.topics, group, values, errors))
 
 
-def _metadata_length(metadata: str) -> int:
+def _metadata_too_long(metadata: str, limit: int) -> bool:
     """§0.2: Kafka compares the metadata's length in UTF-16 code units, not bytes."""
-    return len(metadata.encode("utf-16-le")) // 2
+    if 2 * len(metadata) <= limit:  # a character is one or two code units: no need to count them
+        return False
+    return len(metadata.encode("utf-16-le")) // 2 > limit
 
 
 def _has_offset_at_least(group: Group, tp: TopicPartition, offset: int) -> bool:

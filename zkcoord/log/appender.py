@@ -4,10 +4,11 @@ Appends are acknowledged (``append`` returns, or :meth:`Appender.submit` calls b
 policy is met:
 
 * ``always``: the entry is written and fsynced before the next append may write;
-* ``group``: an append reserves its offsets and waits; one flusher greenlet encodes all that are waiting
-  as one entry (split only at ``message.max.bytes``), writes it with one system call and fsyncs it on
-  gevent's thread pool, so concurrent appends share one fsync and the loop keeps running during it. The
-  flusher calls back each submitted append of the round, in offset order: no greenlet waits per append;
+* ``group``: an append reserves its offsets and waits for the next round of the partition's
+  :class:`~zkcoord.log.syncer.RoundSyncer` (shared by a node's partitions): the round encodes all that are
+  waiting as one entry (split only at ``message.max.bytes``), writes it with one system call and fsyncs it on
+  a native thread, so concurrent appends share one fsync and the loop keeps running during it. The
+  round calls back each submitted append, in offset order: no greenlet waits per append;
 * ``never``: written at once, fsynced only on roll and close.
 
 A failed write or fsync, or a refused fence guard, fails the appender for good: the partition must be
@@ -31,6 +32,7 @@ from zkcoord.log.fence import EpochFence
 from zkcoord.log.format import HEADER_SIZE, encode_records
 from zkcoord.log.rounds import PendingAppend, merged_entry, pack_round, records_bound
 from zkcoord.log.segment import Segment, fsync_directory, segment_name
+from zkcoord.log.syncer import RoundSyncer
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +57,15 @@ def _call_back(done: AppendDone, error: LogError | None, base_offset: int) -> No
 class Appender:
     """Appends to the active segment of ``segments`` (the partition's list, rolled in place) under the flush policy."""
 
-    def __init__(self, directory: Path, config: LogConfig, clock, segments: list[Segment], fence: EpochFence | None):
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        clock,
+        segments: list[Segment],
+        fence: EpochFence | None,
+        syncer: RoundSyncer | None = None,
+    ):
         self.directory = directory
         self.config = config
         self.clock = clock
@@ -64,13 +74,15 @@ class Appender:
         self._append_lock = Semaphore()
         self._written_seq = 0
         self._durable_seq = 0
-        self._flusher: gevent.Greenlet | None = None
+        self._own_syncer = syncer is None
+        self._syncer = syncer or RoundSyncer()
         self._acknowledge: deque[tuple[int, int, AppendDone]] = deque()  # (sequence, base offset, done)
         self._failure: LogError | None = None  # LogStorageError or FencedLeaderError
         self._end_offset = segments[-1].next_offset
         self._pending: list[PendingAppend] = []  # group policy: appends waiting for the next round
         self._round_budget = config.max_message_bytes - HEADER_SIZE - 8  # payload of one entry, msgpack array head
         self.fsync_count = 0
+        self._round_target = 0
 
     @property
     def end_offset(self) -> int:
@@ -159,8 +171,7 @@ class Appender:
         self._pending.append(PendingAppend(base_offset, timestamp_ms, records, size))
         self._written_seq += 1
         self._acknowledge.append((self._written_seq, base_offset, done))
-        if self._flusher is None:
-            self._flusher = gevent.spawn(self._flush_rounds)
+        self._syncer.schedule(self)
 
     def _encode(self, base_offset: int, timestamp_ms: int, records: Sequence[tuple[bytes, bytes | None]]) -> bytes:
         entry = encode_records(base_offset, timestamp_ms, records)
@@ -213,15 +224,20 @@ class Appender:
         if self._fence is None:
             yield
             return
+        self._enter_fence()
+        try:
+            yield
+        finally:
+            self._fence.release()
+
+    def _enter_fence(self) -> None:
         if self._failure is not None:
             raise self._failure
-        with contextlib.ExitStack() as stack:
-            try:
-                stack.enter_context(self._fence.guard())
-            except (OSError, LogError) as exc:
-                self._fail(exc)
-                raise self._failure from exc
-            yield
+        try:
+            self._fence.acquire()
+        except (OSError, LogError) as exc:
+            self._fail(exc)
+            raise self._failure from exc
 
     def _sync_off_loop(self) -> None:
         self._sync(lambda segment: gevent.get_hub().threadpool.apply(segment.fsync))
@@ -235,20 +251,48 @@ class Appender:
         self.fsync_count += 1
         self._durable_seq = max(self._durable_seq, target)
 
-    def _flush_rounds(self) -> None:
+    def start_round(self) -> int | None:
+        """The syncer's round: write out the appends waiting, under the fence; the descriptor it must fsync
+        before :meth:`finish_round`, or None if there is nothing to fsync (what could be called back was)."""
+        if self._durable_seq >= self._written_seq or self._failure is not None:
+            self._acknowledge_durable()  # a flush() may have made them durable already
+            return None
+        self._append_lock.acquire()  # flush() and close() wait for the fsync in flight
         try:
-            while self._durable_seq < self._written_seq and self._failure is None:
-                try:
-                    with self.fenced():
-                        self._place_pending()
-                        self._sync_off_loop()
-                except (OSError, LogError) as exc:
-                    self._fail(exc)
-                finally:
-                    self._acknowledge_durable()
+            if self._fence is not None:
+                self._enter_fence()
+            try:
+                self._place_pending()
+                active = self._segments[-1]
+                self._guarded(active.write_out)
+            except BaseException:
+                if self._fence is not None:
+                    self._fence.release()
+                raise
+        except (OSError, LogError) as exc:
+            self._append_lock.release()
+            self._fail(exc)
+            self._acknowledge_durable()
+            return None
+        except BaseException:
+            self._append_lock.release()
+            raise
+        self._round_target = self._written_seq
+        return active.fd
+
+    def finish_round(self, error: BaseException | None) -> None:
+        """End the round :meth:`start_round` began, once its fsync returned ``error`` (None: it succeeded)."""
+        try:
+            if error is None:
+                self.fsync_count += 1
+                self._durable_seq = max(self._durable_seq, self._round_target)
+            else:
+                self._fail(error)
         finally:
-            self._flusher = None
-            self._acknowledge_durable()  # a flush() may have made them durable before this greenlet ran
+            if self._fence is not None:
+                self._fence.release()
+            self._append_lock.release()
+            self._acknowledge_durable()
 
     def _acknowledge_durable(self) -> None:
         """Call back the appends that are durable now, in offset order; after a failure, all that wait."""
@@ -278,6 +322,11 @@ class Appender:
             self._place_pending()
             if self._segments[-1].size:
                 self._guarded(self._roll)
+
+    def close(self) -> None:
+        """Release what the appender holds of its own (a syncer no other partition shares)."""
+        if self._own_syncer:
+            self._syncer.close()
 
     def flush(self) -> None:
         """Write and fsync everything appended so far, whatever the policy."""

@@ -6,10 +6,13 @@ directory (``leader-epoch``) when it takes the partition over, and every write i
 epoch under an exclusive ``flock`` of ``leader.lock``: once a newer leader has claimed the directory, a
 deposed leader that has not noticed yet cannot write a byte.
 
-``flock`` belongs to an open file, not to a thread or a process: each acquisition opens the lock file
-anew, so two fences in one process exclude each other as two nodes do, and the lock may be taken on the
-hub while the write and fsync it covers run on gevent's thread pool. A contended lock is waited for on
-the thread pool, so the hub keeps running meanwhile.
+``flock`` belongs to an open file, not to a thread or a process: each fence opens the lock file once and
+keeps it open (opening it for every write cost more than the write), so two fences in one process exclude
+each other as two nodes do, and the lock may be taken on the hub while the write and fsync it covers run on
+gevent's thread pool. Greenlets sharing one fence share its open file, which ``flock`` cannot tell apart: a
+semaphore excludes them. A contended lock is waited for on the thread pool, so the hub keeps running meanwhile.
+The epoch is read again only when the epoch file is not the one last read (a claim replaces it): a ``stat`` per
+write instead of an open, a read and a close.
 
 Must not import the rest of the log (partition.py uses it) nor kazoo.
 """
@@ -21,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import gevent
+from gevent.lock import Semaphore
 
 from zkcoord.errors import FencedLeaderError, UnreadableLogStateError
 
@@ -57,19 +61,6 @@ def _lock(fd: int) -> None:
         raise
 
 
-@contextlib.contextmanager
-def _exclusive(path: Path) -> Iterator[None]:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    _lock(fd)
-    try:
-        yield
-    finally:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_UN)  # explicit: a forked child sharing this open file would keep it locked
-        finally:
-            os.close(fd)
-
-
 def read_stored_epoch(directory: Path) -> int | None:
     """The epoch recorded in ``directory``, None if none; UnreadableLogStateError if it is not an int ≥ 0."""
     path = directory / EPOCH_FILE
@@ -77,6 +68,10 @@ def read_stored_epoch(directory: Path) -> int | None:
         data = path.read_bytes()
     except FileNotFoundError:
         return None
+    return _parse_epoch(path, data)
+
+
+def _parse_epoch(path: Path, data: bytes) -> int:
     text = data.decode(errors="replace").strip()
     if not text.isdigit() or not text.isascii():
         raise UnreadableLogStateError(
@@ -95,6 +90,12 @@ class EpochFence:
         self.epoch = epoch
         self._lock_path = self.directory / LOCK_FILE
         self._epoch_path = self.directory / EPOCH_FILE
+        self._lock_fd = -1
+        self._holder = Semaphore()
+        # The epoch file last read as holding this epoch, kept open so that its inode number cannot be reused by
+        # another file while it is compared against, and its identity as stat gives it.
+        self._verified_fd = -1
+        self._verified: tuple[int, int, int, int] | None = None
 
     def __repr__(self) -> str:
         return f"EpochFence({str(self.directory)!r}, {self.epoch})"
@@ -105,7 +106,8 @@ class EpochFence:
 
     def claim(self) -> None:
         """Record this epoch as the directory's leader; FencedLeaderError if a newer epoch already did."""
-        with _exclusive(self._lock_path):
+        self._lock()
+        try:
             stored = self.stored_epoch()
             if stored is not None and stored > self.epoch:
                 raise FencedLeaderError(
@@ -115,6 +117,8 @@ class EpochFence:
                 )
             if stored != self.epoch:
                 self._write_epoch()
+        finally:
+            self.release()
 
     def _write_epoch(self) -> None:
         temporary = self._epoch_path.with_name(EPOCH_FILE + ".tmp")
@@ -136,11 +140,82 @@ class EpochFence:
         Everything written inside (and fsynced before leaving) is covered: a newer leader's :meth:`claim`
         waits for it, and this fence refuses every write after that claim.
         """
-        with _exclusive(self._lock_path):
-            stored = self.stored_epoch()
-            if stored != self.epoch:
-                raise FencedLeaderError(
-                    f"{self.directory}: leader epoch {self.epoch} is fenced: "
-                    + (f"epoch {stored} has claimed the directory" if stored is not None else "no epoch is recorded")
-                )
+        self.acquire()
+        try:
             yield
+        finally:
+            self.release()
+
+    def acquire(self) -> None:
+        """What :meth:`guard` does on entry, for a holder that spans calls: on FencedLeaderError nothing is held."""
+        self._lock()
+        try:
+            self._check_epoch()
+        except BaseException:
+            self.release()
+            raise
+
+    def release(self) -> None:
+        """Give back what :meth:`acquire` took."""
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)  # explicit: a forked child sharing this open file would keep it
+        finally:
+            self._holder.release()
+
+    def close(self) -> None:
+        """Close the files this fence keeps open; a later :meth:`guard` opens them again."""
+        for fd in (self._lock_fd, self._verified_fd):
+            if fd >= 0:
+                os.close(fd)
+        self._lock_fd = self._verified_fd = -1
+        self._verified = None
+
+    def _lock(self) -> None:
+        self._holder.acquire()
+        try:
+            if self._lock_fd < 0:
+                self._lock_fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            try:
+                _lock(self._lock_fd)
+            except BaseException:
+                self._lock_fd = -1  # _lock closed it, or will once the wait it could not interrupt ends
+                raise
+        except BaseException:
+            self._holder.release()
+            raise
+
+    def _check_epoch(self) -> None:
+        try:
+            found = _identity(os.stat(self._epoch_path))
+        except FileNotFoundError:
+            found = None
+        if found is not None and found == self._verified:
+            return
+        stored, fd = self._read_epoch()
+        if stored != self.epoch:
+            if fd >= 0:
+                os.close(fd)
+            raise FencedLeaderError(
+                f"{self.directory}: leader epoch {self.epoch} is fenced: "
+                + (f"epoch {stored} has claimed the directory" if stored is not None else "no epoch is recorded")
+            )
+        if self._verified_fd >= 0:
+            os.close(self._verified_fd)
+        self._verified_fd, self._verified = fd, _identity(os.fstat(fd))
+
+    def _read_epoch(self) -> tuple[int | None, int]:
+        """The stored epoch and the open epoch file it was read from (-1 if there is none)."""
+        try:
+            fd = os.open(self._epoch_path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return None, -1
+        try:
+            return _parse_epoch(self._epoch_path, os.pread(fd, os.fstat(fd).st_size + 1, 0)), fd
+        except BaseException:
+            os.close(fd)
+            raise
+
+
+def _identity(status: os.stat_result) -> tuple[int, int, int, int]:
+    # A claim replaces the file (a new inode); an edit in place changes its size or modification time.
+    return status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns

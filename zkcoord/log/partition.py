@@ -36,6 +36,7 @@ from zkcoord.log.recovery import (
     release_directory,
 )
 from zkcoord.log.segment import ScanProblem, Segment, read_batches
+from zkcoord.log.syncer import RoundSyncer
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,7 @@ class PartitionLog:
         fence: EpochFence | None = None,
         recovery: RecoveryReport | None = None,
         skipped: list[ScanProblem] | None = None,
+        syncer: RoundSyncer | None = None,
     ):
         self.directory = directory
         self.config = config
@@ -61,7 +63,8 @@ class PartitionLog:
         self.skipped: list[ScanProblem] = skipped or []
         self._segments = segments
         self._lock_fd = lock_fd
-        self._appender = Appender(directory, config, clock, segments, fence)
+        self._fence = fence
+        self._appender = Appender(directory, config, clock, segments, fence, syncer)
 
     # -- opening ------------------------------------------------------------------------------------
 
@@ -72,11 +75,13 @@ class PartitionLog:
         config: LogConfig | None = None,
         clock=None,
         fence: EpochFence | None = None,
+        syncer: RoundSyncer | None = None,
     ) -> "PartitionLog":
         """Open (creating if needed) and recover a partition directory.
 
         With ``fence``, claim the directory for its epoch first (FencedLeaderError if a newer one has) and
-        recover under its guard; see the module docstring.
+        recover under its guard; see the module docstring. ``syncer`` runs its ``group``-policy rounds (with
+        the other partitions it serves); without one the partition has its own.
         """
         config = config or LogConfig()
         directory = Path(directory)
@@ -92,8 +97,10 @@ class PartitionLog:
                 recovery, skipped = recover_segments(directory, segments, config, compaction)
         except BaseException:
             release_directory(segments, lock_fd)
+            if fence is not None:
+                fence.close()
             raise
-        return cls(directory, config, clock or SystemClock(), segments, lock_fd, fence, recovery, skipped)
+        return cls(directory, config, clock or SystemClock(), segments, lock_fd, fence, recovery, skipped, syncer)
 
     # -- offsets ------------------------------------------------------------------------------------
 
@@ -200,6 +207,9 @@ class PartitionLog:
         finally:
             release_directory(self._segments, self._lock_fd)
             self._lock_fd = -1
+            self._appender.close()
+            if self._fence is not None:
+                self._fence.close()
 
     def __enter__(self) -> "PartitionLog":
         return self

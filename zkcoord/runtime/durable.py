@@ -2,7 +2,8 @@
 
 Implements :class:`~zkcoord.runtime.logs.LogWriter` over one :class:`~zkcoord.log.partition.PartitionLog` per
 partition. An append is handed to the log without waiting (:meth:`PartitionLog.submit`): under the ``group``
-flush policy its flusher calls back every append of a round after the round's one fsync, so a thousand
+flush policy one :class:`~zkcoord.log.syncer.RoundSyncer` serves every open partition, and calls back every
+append of a round after the round's fsyncs (one per partition with appends, side by side), so a thousand
 commits in flight cost no greenlet each. A :class:`~zkcoord.log.cleaner.BackgroundCleaner` compacts the open
 partitions once the node starts it. Opening a partition claims its directory for the leader epoch
 (a deposed leader's later writes are refused on disk) and replays it.
@@ -22,6 +23,7 @@ from zkcoord.log.config import LogConfig
 from zkcoord.log.fence import EpochFence
 from zkcoord.log.loader import load_partition
 from zkcoord.log.partition import PartitionLog
+from zkcoord.log.syncer import RoundSyncer
 from zkcoord.offsets.records import encode_record
 from zkcoord.offsets.store import OffsetStore
 from zkcoord.runtime.logs import AppendDone, Records
@@ -44,6 +46,7 @@ class DurableLogs:
         self.config = config
         self.clock = clock
         self.open_logs: dict[int, PartitionLog] = {}
+        self.syncer = RoundSyncer()
         self.cleaner = BackgroundCleaner(clock, backoff_ms=config.cleaner_backoff_ms)
 
     def start_cleaner(self) -> None:
@@ -75,7 +78,7 @@ class DurableLogs:
         started = time.monotonic()
         directory = partition_directory(self.log_dir, partition)
         fence = None if epoch is None else EpochFence(directory, epoch)
-        partition_log = PartitionLog.open(directory, self.config, self.clock, fence=fence)
+        partition_log = PartitionLog.open(directory, self.config, self.clock, fence=fence, syncer=self.syncer)
         try:
             result = load_partition(partition_log)
         except BaseException:

@@ -66,12 +66,19 @@ class _Reply:
     """The ``respond`` handed to dispatch. The first call wins; later calls, or calls after the connection
     died, change nothing."""
 
-    __slots__ = ("_answered", "_what", "response")
+    __slots__ = ("_answered", "_connection", "_message", "response")
 
-    def __init__(self, what: str):
-        self._what = what
+    def __init__(self, connection: "_Connection", message: dict):
+        self._connection = connection
+        self._message = message
         self._answered = Event()
         self.response: object = None
+
+    @property
+    def what(self) -> str:
+        """The request, as the log names it."""
+        message = self._message
+        return f"api={message['api']} correlation_id={message['correlation_id']} peer={self._connection.peer}"
 
     @property
     def answered(self) -> bool:
@@ -79,7 +86,7 @@ class _Reply:
 
     def __call__(self, response: Response) -> None:
         if self._answered.is_set():
-            log.warning("respond called more than once; later response dropped %s", self._what)
+            log.warning("respond called more than once; later response dropped %s", self.what)
             return
         self.response = response
         self._answered.set()
@@ -105,6 +112,7 @@ class _Connection:
         # True from reading a request until its response is written: stop() lets such a connection finish.
         self.busy = False
         self.draining = False
+        self._waited = False  # whether it waited for an answer (letting others run) since its last read
         # Responses of pipelined requests answered at once are written together: one send per burst, not one per
         # response (which made a busy connection hold the hub for seconds).
         self._out: list[bytes] = []
@@ -158,19 +166,21 @@ class _Connection:
         finally:
             self.busy = False
         # Yield before reading: a connection whose socket always has data would otherwise never let other
-        # connections, timers, accepts or signals run.
-        gevent.sleep(0)
+        # connections, timers, accepts or signals run. One that waited for an answer since its last read has.
+        if not self._waited:
+            gevent.sleep(0)
+        self._waited = False
         deadline = self._protocol.read_deadline()
-        data = None
-        with gevent.Timeout(None if deadline is None else max(0.0, deadline[0] - _now_ms()) / 1000, False):
-            try:
-                data = self._sock.recv(_RECV_BYTES)
-            except OSError as error:
-                log.debug("connection lost peer=%s error=%s", self.peer, error)
-                return False
-        if data is None:
+        # The socket's own timeout, not a gevent.Timeout: it costs nothing unless the read has to wait.
+        self._sock.settimeout(None if deadline is None else max(0.0, deadline[0] - _now_ms()) / 1000)
+        try:
+            data = self._sock.recv(_RECV_BYTES)
+        except TimeoutError:
             self._server.connections_expired_total += 1
             log.info("closing connection peer=%s reason=%s", self.peer, deadline[1])
+            return False
+        except OSError as error:
+            log.debug("connection lost peer=%s error=%s", self.peer, error)
             return False
         if not data:
             return False
@@ -199,16 +209,16 @@ class _Connection:
         return not close
 
     def _dispatched(self, request: Request, message: dict) -> object:
-        what = f"api={message['api']} correlation_id={message['correlation_id']} peer={self.peer}"
-        reply = _Reply(what)
+        reply = _Reply(self, message)
         try:
             self._dispatch(request, reply)
         except Exception:
-            log.exception("dispatch failed %s", what)
+            log.exception("dispatch failed %s", reply.what)
             if not reply.answered:
                 reply(_server_error("the server failed to handle this request; see its log"))
         if not reply.answered:
             self._flush()  # the client may be waiting for earlier answers while this one is parked
+            self._waited = True
         return reply.wait()
 
     def _encoded(self, correlation_id: int, response: object) -> bytes:
@@ -226,18 +236,23 @@ class _Connection:
             )
 
     def _write(self, frame: bytes) -> bool:
-        written = False
-        # A client that stops reading must not hold its connection's greenlet (and slot) forever.
-        with gevent.Timeout(self._server.send_timeout_seconds, False):
-            try:
-                self._sock.sendall(frame)
-                written = True
-            except OSError as error:
-                log.debug("connection lost while writing peer=%s error=%s", self.peer, error)
-                return False
-        if not written:
+        # A client that stops reading must not hold its connection's greenlet (and slot) forever: the socket's
+        # timeout bounds each wait for room to write (sendall would ask the kernel its buffer size each time).
+        sock = self._sock
+        sock.settimeout(self._server.send_timeout_seconds)
+        try:
+            sent = sock.send(frame)
+            if sent < len(frame):
+                view = memoryview(frame)
+                while sent < len(frame):
+                    sent += sock.send(view[sent:])
+        except TimeoutError:
             log.info("response not read in %ss, closing peer=%s", self._server.send_timeout_seconds, self.peer)
-        return written
+            return False
+        except OSError as error:
+            log.debug("connection lost while writing peer=%s error=%s", self.peer, error)
+            return False
+        return True
 
     def _send(self, correlation_id: int, response: object) -> bool:
         self._out.append(self._encoded(correlation_id, response))

@@ -318,6 +318,7 @@ class CoordinatorNode:
         self.bridge.stop()
         for partition in sorted(self.coordinator.owned | self.coordinator.loading):
             self._unload(partition)
+        self.logs.syncer.close()
         self.runtime.enter(lambda now: self.coordinator.shutdown())
         self.server.stop(self.config.server.shutdown_timeout_ms / 1000)
         if self.kafka is not None:

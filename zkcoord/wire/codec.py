@@ -105,7 +105,7 @@ def _typed(message: dict, client_host: str) -> m.Request | dict:
 def _prepared(api: str, message: dict, client_host: str) -> dict:
     """``message`` with nil dropped where nil means the default, and a JoinGroup's client id and host."""
     defaulted = _NIL_MEANS_DEFAULT.get(api)
-    if defaulted is not None and any(message.get(name) is None for name in defaulted):
+    if defaulted is not None and any(name in message and message[name] is None for name in defaulted):
         message = {name: value for name, value in message.items() if value is not None or name not in defaulted}
     if api == "JoinGroup":
         message = {**message, "client_id": message.get("client_id") or "", "client_host": client_host}
