@@ -23,7 +23,7 @@ import argparse
 import cProfile
 import json
 import os
-import random
+import queue
 import signal
 import struct
 import sys
@@ -596,78 +596,115 @@ def zookeeper_load(params: dict, inbox, outbox) -> None:
 
 
 def rebalance_load(params: dict, inbox, outbox) -> None:
-    """A group of ``members`` real-protocol members on one topic; ``repeats`` times, a new member joins and then
-    leaves again, each at a random moment of the heartbeat cycle; how long until every member is synced on the
-    next generation, with the range assignment of every partition."""
+    """``members`` real-protocol members of one group, one connection each: this process's share of a group the
+    benchmark spreads over several processes, as the members of a real group are (one process holding them all
+    would make its own CPU a queue every heartbeat round and every rebalance waits in). The process that is sent
+    join and leave also holds the member that triggers rebalances, the newcomer.
+
+    Commands on the inbox, answered in order: ``("join",)`` starts the newcomer, ``("leave",)`` makes it leave
+    (LeaveGroup), ``("await", generation, timeout)`` answers ``("status", records)`` once every member here (the
+    newcomer while it is in) has synced on a later generation, or at the timeout; ``("stop",)`` answers
+    ``("result", ...)`` and ends. A record is one member's id, generation, times (``time.monotonic``, one clock
+    for every process of the machine) and assigned partitions."""
     address = tuple(params["address"])
-    group, topic, partitions = params["group"], params["topic"], params["partitions"]
-    topics = {topic: partitions}
-    interval_ms, session_ms = params["interval_ms"], params["session_timeout_ms"]
-    rng = random.Random(params["seed"])
+    topics = {params["topic"]: params["partitions"]}
     synced = gevent.event.Event()
 
     def on_synced(_member: Member) -> None:
         synced.set()
 
     def member() -> Member:
-        return Member(address, group, topics, session_ms, interval_ms, on_synced=on_synced)
+        return Member(
+            address,
+            params["group"],
+            topics,
+            params["session_timeout_ms"],
+            params["interval_ms"],
+            on_synced=on_synced,
+        )
 
-    group_members = [member() for _ in range(params["members"])]
-    control = Connection(address)
-    greenlets = [gevent.spawn(m.run) for m in group_members]
+    members = [member() for _ in range(params["members"])]
+    greenlets = [gevent.spawn(m.run) for m in members]
+    newcomers: list[Member] = []
+    outbox.put(("ready", {"members": len(members)}))
 
-    def settled(expected: list[Member], after_generation: int, timeout: float) -> int:
+    def in_group() -> list[Member]:
+        return members + [m for m in newcomers[-1:] if not m.leave.is_set()]
+
+    def await_generation(after: int, timeout: float) -> None:
         deadline = time.monotonic() + timeout
-        while True:
-            generations = {m.generation for m in expected}
-            if len(generations) == 1 and (generation := generations.pop()) > after_generation:
-                owned = [tp for m in expected for tp in m.assignment or ()]
-                if len(owned) == partitions and len(set(owned)) == partitions:
-                    return generation
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError(f"{group} did not settle after generation {after_generation} in {timeout:.0f}s")
+        while any(m.generation <= after for m in in_group()) and time.monotonic() < deadline:
             synced.clear()
-            synced.wait(min(left, 0.05))
+            synced.wait(min(0.05, max(0.0, deadline - time.monotonic())))
+        records = [member_record(m, is_newcomer=False) for m in members]
+        records += [member_record(m, is_newcomer=True) for m in newcomers[-1:]]
+        outbox.put(("status", records))
 
-    timeout = 3 * interval_ms / 1000 + 20
-    generation = settled(group_members, -1, timeout)
-    outbox.put(("ready", {"members": len(group_members), "generation": generation}))
-    results = []
-    for repeat in range(params["repeats"]):
-        for trigger in ("join", "leave"):
-            gevent.sleep(rng.uniform(0, interval_ms / 1000))  # a random moment of the members' heartbeat cycle
-            for m in group_members:
-                m.rejoin_sent_at = None
-            if trigger == "join":
-                newcomer = member()
-                greenlets.append(gevent.spawn(newcomer.run))
-                expected = [*group_members, newcomer]
-            else:
-                newcomer.leave.set()
-                expected = group_members
-            generation = settled(expected, generation, timeout)
-            started = newcomer.first_join_at if trigger == "join" else newcomer.left_at
-            done = max(m.synced_at for m in expected)
-            detected = max((m.rejoin_sent_at or started) for m in group_members)
-            row = {
-                "trigger": trigger,
-                "repeat": repeat,
-                "total_ms": (done - started) * 1000,
-                "detect_ms": (detected - started) * 1000,
-                "join_sync_ms": (done - detected) * 1000,
-                "generation": generation,
-            }
-            results.append(row)
-            outbox.put(("progress", row))
-    for m in group_members:
+    while True:
+        command = next_command(inbox)
+        if command[0] == "join":
+            newcomers.append(member())
+            greenlets.append(gevent.spawn(newcomers[-1].run))
+        elif command[0] == "leave":
+            newcomers[-1].leave.set()
+        elif command[0] == "await":
+            await_generation(command[1], command[2])
+        elif command[0] == "stop":
+            break
+    for m in members:
         m.leave.set()
     gevent.joinall(greenlets, timeout=10)
     unexpected: Counter = Counter()
-    for m in [*group_members, newcomer]:
+    for m in members + newcomers:
         unexpected.update(m.unexpected)
-    control.close()
-    outbox.put(("result", {"rows": results, "unexpected": dict(unexpected)}))
+    outbox.put(("result", {"unexpected": dict(unexpected)}))
+
+
+def next_command(inbox) -> tuple:
+    """The next command on a multiprocessing inbox, polled so that the members' greenlets keep running."""
+    while True:
+        try:
+            return inbox.get_nowait()
+        except queue.Empty:
+            gevent.sleep(0.005)
+
+
+def member_record(member: Member, is_newcomer: bool) -> dict:
+    return {
+        "member_id": member.member_id,
+        "newcomer": is_newcomer,
+        "generation": member.generation,
+        "synced_at": member.synced_at,
+        "first_join_at": member.first_join_at,
+        "rejoin_sent_at": member.rejoin_sent_at,
+        "left_at": member.left_at,
+        "partitions": [tp.partition for tp in member.assignment or ()],
+    }
+
+
+def settled_generation(records: list[dict], after: int, partitions: int) -> int | None:
+    """The generation every record is synced on, if it is later than ``after`` and their assignments hold every
+    partition exactly once; else None."""
+    generations = {record["generation"] for record in records}
+    if len(generations) != 1 or (generation := generations.pop()) <= after:
+        return None
+    owned = [partition for record in records for partition in record["partitions"]]
+    return generation if len(owned) == partitions and len(set(owned)) == partitions else None
+
+
+def rebalance_row(trigger: str, members: list[dict], newcomer: dict) -> dict:
+    """One trigger's times (ms) from the settled records of the group's members and of the newcomer."""
+    started = newcomer["first_join_at"] if trigger == "join" else newcomer["left_at"]
+    expected = [*members, newcomer] if trigger == "join" else members
+    done = max(record["synced_at"] for record in expected)
+    rejoins = [record["rejoin_sent_at"] for record in members]
+    detected = max([started, *(at for at in rejoins if at is not None and at >= started)])
+    return {
+        "trigger": trigger,
+        "total_ms": (done - started) * 1000,
+        "detect_ms": (detected - started) * 1000,
+        "join_sync_ms": (done - detected) * 1000,
+    }
 
 
 def zookeeper_raw_load(params: dict, inbox, outbox) -> None:

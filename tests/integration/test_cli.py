@@ -32,6 +32,7 @@ def test_topics_create_list_alter(capsys, zk, zk_connect):
     code, out, _ = run(capsys, "topics", "list", "--zookeeper", zk_connect)
     assert code == 0 and out.split() == ["TOPIC", "PARTITIONS", "orders", "3"]
     assert run(capsys, "topics", "alter", "--topic", "orders", "--partitions", "5", "--zookeeper", zk_connect)[0] == 0
+    assert zk.exists(layout.partition_state_path("orders", 4))
     code, out, _ = run(capsys, "topics", "list", "--json", "--zookeeper", zk_connect)
     assert json.loads(out) == {"orders": {"partitions": 5}}
 

@@ -373,8 +373,22 @@ def test_join_group_is_refused_with_23_while_zookeeper_consumers_are_registered(
 
     for consumer_id in ("legacy-a", "legacy-b", "legacy-c"):
         zk.delete(layout.consumer_path("g", consumer_id))
-    # Accepted again once the ids are gone: the two-step join (KIP-394), then a Stable generation.
+    # Accepted again once the node's watch saw the ids go: the two-step join (KIP-394), then a Stable generation.
+    eventually(lambda: join(node.client)["error_code"] == MEMBER_ID_REQUIRED, WAIT_S, "the join to be let in")
     assert stable_member(node.client)[1] == 1
+
+
+def test_a_zookeeper_consumer_registering_after_the_groups_ids_were_read_is_seen_by_the_next_joins(node, zk):
+    """The node keeps a group's ids by a watch after reading them once: a registration that comes later (the
+    ids znode did not even exist) refuses the rejoins of the coordinator members from then on."""
+    member_id, _ = stable_member(node.client)
+    zk.create(layout.consumer_path("g", "legacy-late"), b"{}", ephemeral=True, makepath=True)
+
+    def refused() -> bool:
+        answer = join(node.client, member_id=member_id)
+        return answer["error_code"] == INCONSISTENT_GROUP_PROTOCOL and "legacy-late" in answer["error_message"]
+
+    eventually(refused, WAIT_S, "the rejoin to be refused")
 
 
 def test_join_group_is_refused_with_23_in_zk_only_until_dual_write(node, zk):

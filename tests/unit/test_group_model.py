@@ -296,6 +296,22 @@ def test_S97_selection_is_a_most_voted_candidate_and_ignores_member_order_otherw
         assert regrouped.select_protocol() == selected
 
 
+def test_S28_all_members_joined_once_every_member_is_parked_and_no_pending_id_remains():
+    """§2.8, whichever members rejoin first: one still out (first, middle or last) or a pending id holds the join."""
+    group = group_of(*(member(f"m{i}") for i in range(5)))
+    assert not group.all_members_joined()
+    for request_id, member_id in enumerate(("m2", "m4", "m0", "m3")):
+        group.members[member_id].awaiting_join = request_id
+        assert not group.all_members_joined()
+    group.members["m1"].awaiting_join = 9
+    assert group.all_members_joined()
+    group.pending_members.add("new")
+    assert not group.all_members_joined()
+    group.pending_members.clear()
+    group.members["m4"].awaiting_join = None
+    assert not group.all_members_joined()
+
+
 # ---- §2.5 / §3.3: leader on removal, static replacement ---------------------------------------------------------
 
 

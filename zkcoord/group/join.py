@@ -88,7 +88,12 @@ def _accept_joining_member(core: GroupCoordinator, group: Group, member_id: str)
     if group.state in (S.EMPTY, S.DEAD):
         return True
     if group.state == S.PREPARING_REBALANCE:
-        return (member is not None and member.awaiting_join is not None) or group.awaiting_join_count() < max_size
+        # At most len(members) are parked: the count (a pass over the members) only when that could reach the bound.
+        return (
+            (member is not None and member.awaiting_join is not None)
+            or len(group.members) < max_size
+            or group.awaiting_join_count() < max_size
+        )
     return member is not None or len(group.members) < max_size
 
 

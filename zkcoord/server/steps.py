@@ -2,7 +2,8 @@
 
 :class:`MigrationSteps` is the node's :class:`~zkcoord.runtime.RequestSteps`: before a JoinGroup enters the
 core, the single-protocol check (a group that ZooKeeper consumers run, or whose offsets are not in the log
-yet, takes no coordinator members, unless it is a mixed group that :mod:`zkcoord.server.bridge` runs); after
+yet, takes no coordinator members, unless it is a mixed group that :mod:`zkcoord.server.bridge` runs; the ids
+come from :mod:`zkcoord.server.legacy_ids`); after
 the core answered, an OffsetCommit's accepted partitions go to the write-behind mirror
 (:mod:`zkcoord.server.mirror`), and an OffsetFetch in a MAX phase gets ZooKeeper's larger offsets (read on a
 greenlet of its own, so the hub never waits for ZooKeeper). The phases come from
@@ -26,6 +27,7 @@ from zkcoord.errors import ErrorCode
 from zkcoord.group.coordinator import GroupCoordinator
 from zkcoord.migration.phases import MAX, RULES, Phase
 from zkcoord.runtime.runtime import Send
+from zkcoord.server.legacy_ids import LegacyIds
 from zkcoord.server.migration import GroupMigrations, ZooKeeperUnavailableError, managed_name
 from zkcoord.server.mirror import OffsetMirror
 from zkcoord.wire.messages import (
@@ -64,6 +66,7 @@ class MigrationSteps:
         self.mirror = mirror
         self.core = core
         self.bridged = bridged  # whether a group has the mixed-group bridge (zkcoord.server.bridge)
+        self.legacy_ids = LegacyIds(lambda: migrations.zk)
 
     def before(self, request: Request) -> Response | None:
         """A JoinGroup refused by single-protocol membership: 23 (or 15 if ZooKeeper cannot tell); else None."""
@@ -151,12 +154,9 @@ class MigrationSteps:
         return offsets
 
     def _legacy_ids(self, group: str) -> list[str]:
-        """The consumer ids registered under ``/consumers/<group>/ids`` (one ZooKeeper call, bounded)."""
+        """The consumer ids registered under ``/consumers/<group>/ids`` (kept by a watch, else read; bounded)."""
         with self._reading(layout.ids_path(group)):
-            try:
-                return sorted(self.migrations.zk.get_children(layout.ids_path(group)))
-            except NoNodeError:
-                return []
+            return self.legacy_ids.ids(group)
 
     def _fetch_response(
         self, group: str | None, topics: tuple[OffsetFetchRequestTopic, ...] | None, response: OffsetFetchResponse

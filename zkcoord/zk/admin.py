@@ -88,13 +88,18 @@ def create_topic(client: KazooClient, topic: str, partitions: int, replication_f
 def _write_partition_states(client: KazooClient, topic: str, replicas: dict[int, list[int]]) -> None:
     if client.exists(layout.CONTROLLER_PATH):  # a real controller would fail to bring ready-made states online
         return
-    for partition, assigned in replicas.items():
+    # Pipelined: one round trip at a time made a topic of 10,000 partitions take half a minute.
+    pending = [
+        client.create_async(
+            layout.partition_state_path(topic, partition),
+            layout.encode_partition_state(assigned[0], assigned),
+            makepath=True,
+        )
+        for partition, assigned in replicas.items()
+    ]
+    for result in pending:
         with contextlib.suppress(NodeExistsError):
-            client.create(
-                layout.partition_state_path(topic, partition),
-                layout.encode_partition_state(assigned[0], assigned),
-                makepath=True,
-            )
+            result.get()
 
 
 def alter_topic_partitions(client: KazooClient, topic: str, partitions: int) -> int:
