@@ -91,6 +91,14 @@ def test_metadata_names_every_broker_through_the_gateway_and_every_coordinator_n
     assert rewritten["controller_id"] == 1 and rewritten["topics"][0]["partitions"][0]["leader_id"] == 1
 
 
+def test_metadata_topics_pass_through_the_rewrite_as_they_were_read():
+    """Only the brokers are rewritten: a large group's members each ask Metadata of hundreds of partitions."""
+    answer = _metadata([0, 1], controller_id=1)
+    rewritten = rewrite_response(3, answer, gateway_view([0, 1], LISTENERS, 0, BASE))
+    assert rewritten.topics is answer.topics
+    assert type(rewritten) is type(answer) and rewritten.brokers != answer.brokers
+
+
 def test_a_transaction_coordinator_is_reached_through_the_gateway():
     view = gateway_view([0, 1], LISTENERS, 0, BASE)
     found = build(

@@ -14,11 +14,12 @@ Pure: imports only zkcoord.wire.kafka and zkcoord.errors.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from zkcoord.errors import ErrorCode
-from zkcoord.wire.kafka.entities import build, to_plain
+from zkcoord.wire.kafka.entities import build, item_class, to_plain
 from zkcoord.wire.kafka.versions import DESCRIBE_CLUSTER, FIND_COORDINATOR, METADATA
 
 Address = tuple[str, int]
@@ -77,16 +78,24 @@ def _with_coordinators(listed: list[dict], view: GatewayView, id_field: str) -> 
 
 def rewrite_response(api_key: int, response, view: GatewayView):
     """``response`` (of an API in :data:`REWRITTEN`) with every broker address replaced by the gateway's."""
-    plain = to_plain(response)
     if api_key == METADATA:
-        plain["brokers"] = _with_coordinators(plain["brokers"], view, "node_id")
-    elif api_key == DESCRIBE_CLUSTER:
-        plain["brokers"] = _with_coordinators(plain["brokers"], view, "broker_id")
-    elif "coordinators" in plain:
+        return _with_brokers_rewritten(response, view, "node_id")
+    if api_key == DESCRIBE_CLUSTER:
+        return _with_brokers_rewritten(response, view, "broker_id")
+    plain = to_plain(response)
+    if "coordinators" in plain:
         plain["coordinators"] = [_coordinator(each, view) for each in plain["coordinators"]]
     else:
         plain = _coordinator(plain, view)
     return build(type(response), plain)
+
+
+def _with_brokers_rewritten(response, view: GatewayView, id_field: str):
+    """Only the brokers are converted: Metadata's topics (a partition each, hundreds in a large group's answer,
+    asked by every member) pass as they were read."""
+    listed = _with_coordinators([to_plain(broker) for broker in response.brokers], view, id_field)
+    broker_class = item_class(type(response), "brokers")
+    return dataclasses.replace(response, brokers=tuple(build(broker_class, broker) for broker in listed))
 
 
 def _coordinator(answer: dict, view: GatewayView) -> dict:
