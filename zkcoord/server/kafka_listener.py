@@ -76,6 +76,19 @@ def _no_groups_listed(version: int):
     return groups.kafka_response(versions.LIST_GROUPS, version, (), (m.ListGroupsResponse(error_code=ErrorCode.NONE),))
 
 
+def _api_versions_answer(version: int, table: dict[int, tuple[int, int]], error: int):
+    plain = {
+        "error_code": error,
+        "api_keys": [{"api_key": key, "min_version": lo, "max_version": hi} for key, (lo, hi) in table.items()],
+        "throttle_time": 0,
+        "supported_features": [],
+        "finalized_features_epoch": -1,
+        "finalized_features": [],
+        "zk_migration_ready": False,
+    }
+    return build(response_schema(versions.API_VERSIONS, version), plain)
+
+
 class KafkaListener:
     """Kafka's protocol on ``host``: the bootstrap ``port`` and ``gateway_ports`` (port → upstream broker id);
     ``addresses`` says where brokers and coordinator nodes are reached."""
@@ -103,6 +116,8 @@ class KafkaListener:
         self.requests_total = 0
         self.forwarded_total = 0
         self.frame_errors_total = 0
+        # (api version, SASL, ACLs) → (the upstream table it was built from, the ApiVersions answer)
+        self.api_versions_answers: dict[tuple[int, bool, bool], tuple[dict, object]] = {}
         self._connections: set[_Connection] = set()
         self._watchdog: gevent.Greenlet | None = None
         self._servers = {None: StreamServer((host, port), partial(self._serve, None))}
@@ -308,22 +323,19 @@ class _Connection:
         low, high = versions.SERVED[versions.API_VERSIONS]
         if header.api_version > high:
             # Kafka's answer to an ApiVersions newer than it knows: v0, 35, and its own ApiVersions range.
-            table, version, error = {versions.API_VERSIONS: (low, high)}, 0, ErrorCode.UNSUPPORTED_VERSION
-        else:
-            sasl = self.security is not None and self.security.listener.settings.sasl
-            caps = data_acl.AUTHORIZED_CAPS if self.security is not None and self.security.authorizes else None
-            table = versions.advertised(self.listener.upstream.api_versions(), caps or versions.FORWARD_CAPS, sasl)
-            version, error = header.api_version, 0
-        plain = {
-            "error_code": error,
-            "api_keys": [{"api_key": key, "min_version": lo, "max_version": hi} for key, (lo, hi) in table.items()],
-            "throttle_time": 0,
-            "supported_features": [],
-            "finalized_features_epoch": -1,
-            "finalized_features": [],
-            "zk_migration_ready": False,
-        }
-        return encode_response(header.correlation_id, build(response_schema(header.api_key, version), plain))
+            answer = _api_versions_answer(0, {versions.API_VERSIONS: (low, high)}, ErrorCode.UNSUPPORTED_VERSION)
+            return encode_response(header.correlation_id, answer)
+        sasl = bool(self.security is not None and self.security.listener.settings.sasl)
+        authorizes = self.security is not None and self.security.authorizes
+        upstream = self.listener.upstream.api_versions()
+        # Every client connection asks first: the answer is built once per version and kind of listener.
+        key = (header.api_version, sasl, authorizes)
+        cached = self.listener.api_versions_answers.get(key)
+        if cached is None or cached[0] is not upstream:
+            caps = data_acl.AUTHORIZED_CAPS if authorizes else versions.FORWARD_CAPS
+            answer = _api_versions_answer(header.api_version, versions.advertised(upstream, caps, sasl), 0)
+            cached = self.listener.api_versions_answers[key] = (upstream, answer)
+        return encode_response(header.correlation_id, cached[1])
 
     def _sasl(self, header: RequestHeader, request: memoryview) -> None:
         """SaslHandshake and SaslAuthenticate, as Kafka's broker answers them; after an error the connection
