@@ -56,7 +56,7 @@ from zkcoord.wire.kafka.frames import (
     read_response,
     response_schema,
 )
-from zkcoord.wire.kafka.rewrite import REWRITTEN, rewrite_response
+from zkcoord.wire.kafka.rewrite import REWRITTEN, rewrite_metadata_frame, rewrite_response
 from zkcoord.wire.limits import collapsed, id_length_problem
 
 log = logging.getLogger(__name__)
@@ -451,6 +451,8 @@ class _Connection:
         broker addresses rewritten to the gateway's."""
         if reply is None and header.api_key not in REWRITTEN:
             return frame
+        if reply is None and header.api_key == versions.METADATA:
+            return rewrite_metadata_frame(header.api_version, frame_content(frame), self.listener.addresses.view())
         if reply is None:
             correlation_id, response = read_response(header.api_key, header.api_version, frame_content(frame))
         else:

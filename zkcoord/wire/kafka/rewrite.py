@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from zkcoord.errors import ErrorCode
 from zkcoord.wire.kafka.entities import build, item_class, to_plain
+from zkcoord.wire.kafka.frames import SIZE, array_bytes, response_array, response_schema
 from zkcoord.wire.kafka.versions import DESCRIBE_CLUSTER, FIND_COORDINATOR, METADATA
 
 Address = tuple[str, int]
@@ -88,6 +89,20 @@ def rewrite_response(api_key: int, response, view: GatewayView):
     else:
         plain = _coordinator(plain, view)
     return build(type(response), plain)
+
+
+def rewrite_metadata_frame(version: int, content, view: GatewayView) -> bytes:
+    """A Metadata answer's frame (``content``: without its size) with its brokers rewritten as
+    :func:`rewrite_response` rewrites them. Only the brokers are read and written again: what follows them (the
+    topics, a partition each: hundreds in a large group's answer, asked by every member) is copied as it came."""
+    schema = response_schema(METADATA, version)
+    broker_class = item_class(schema, "brokers")
+    before = 4 if dataclasses.fields(schema)[0].name == "throttle_time" else 0  # an int32 before them from v3 on
+    brokers, start, end = response_array(METADATA, version, content, before, broker_class)
+    listed = _with_coordinators([to_plain(broker) for broker in brokers], view, "node_id")
+    encoded = array_bytes([build(broker_class, broker) for broker in listed], broker_class, schema.__flexible__)
+    size = SIZE.pack(start + len(encoded) + len(content) - end)
+    return b"".join((size, content[:start], encoded, content[end:]))
 
 
 def _with_brokers_rewritten(response, view: GatewayView, id_field: str):
