@@ -21,6 +21,7 @@ import collections
 import contextlib
 import logging
 import socket
+import struct
 import time
 from collections.abc import Callable
 from functools import partial
@@ -47,6 +48,7 @@ from zkcoord.wire import messages as m
 from zkcoord.wire.kafka import data_acl, groups, versions
 from zkcoord.wire.kafka.entities import build
 from zkcoord.wire.kafka.frames import (
+    SIZE,
     KafkaFrameError,
     RequestHeader,
     encode_response,
@@ -67,6 +69,7 @@ _NEVER_FORWARDED_OLD = REWRITTEN | versions.SERVED.keys() | versions.REFUSED
 _GROUP_KEY, _TRANSACTION_KEY = 0, 1
 _SEND_TIMEOUT_S = 30.0  # a peer that reads nothing for this long is dropped (the msgpack listener's bound too)
 SASL_MAX_RECEIVE_BYTES = 524_288  # Kafka's sasl.server.max.receive.size
+_CORRELATION_ID = struct.Struct(">i")
 
 
 def _no_groups_listed(version: int):
@@ -116,7 +119,7 @@ class KafkaListener:
         self.requests_total = 0
         self.forwarded_total = 0
         self.frame_errors_total = 0
-        # (api version, SASL, ACLs) → (the upstream table it was built from, the ApiVersions answer)
+        # (api version, SASL, ACLs) → (the upstream table it was built from, the ApiVersions answer's frame)
         self.api_versions_answers: dict[tuple[int, bool, bool], tuple[dict, object]] = {}
         self._connections: set[_Connection] = set()
         self._watchdog: gevent.Greenlet | None = None
@@ -334,8 +337,11 @@ class _Connection:
         if cached is None or cached[0] is not upstream:
             caps = data_acl.AUTHORIZED_CAPS if authorizes else versions.FORWARD_CAPS
             answer = _api_versions_answer(header.api_version, versions.advertised(upstream, caps, sasl), 0)
-            cached = self.listener.api_versions_answers[key] = (upstream, answer)
-        return encode_response(header.correlation_id, cached[1])
+            cached = self.listener.api_versions_answers[key] = (upstream, encode_response(0, answer))
+        # Header v0 at every version of ApiVersions: the correlation id alone, right after the size.
+        frame = bytearray(cached[1])
+        _CORRELATION_ID.pack_into(frame, SIZE.size, header.correlation_id)
+        return frame
 
     def _sasl(self, header: RequestHeader, request: memoryview) -> None:
         """SaslHandshake and SaslAuthenticate, as Kafka's broker answers them; after an error the connection

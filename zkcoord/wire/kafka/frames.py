@@ -156,17 +156,23 @@ def response_array(api_key: int, api_version: int, content, before: int, item_cl
     flexible = response_schema(api_key, api_version).__flexible__
     try:  # kio's readers answer (value, bytes read)
         start = entity_reader(_response_header_class(api_key, flexible))(content, 0)[1] + before
-        count, offset = (read_unsigned_varint if flexible else read_int32)(content, start)
-        offset += start
-        read_item = entity_reader(item_class)
-        items = []
-        for _ in range(count - 1 if flexible else count):  # a compact array counts one more (0: null)
-            item, size = read_item(content, offset)
-            items.append(item)
-            offset += size
+        items, end = read_array(content, start, item_class, flexible)
     except Exception as error:
         raise KafkaFrameError(f"malformed api {api_key} v{api_version} response: {error}") from None
-    return items, start, offset
+    return items, start, end
+
+
+def read_array(content, offset: int, item_class: type, flexible: bool) -> tuple[list, int]:
+    """The items of an array of ``item_class`` entities at ``offset``, and the offset after it."""
+    count, size = (read_unsigned_varint if flexible else read_int32)(content, offset)
+    offset += size
+    read_item = entity_reader(item_class)
+    items = []
+    for _ in range(count - 1 if flexible else count):  # a compact array counts one more (0: null)
+        item, size = read_item(content, offset)
+        items.append(item)
+        offset += size
+    return items, offset
 
 
 def array_bytes(items: list, item_class: type, flexible: bool) -> bytes:
