@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 import gevent
 import msgspec
+from gevent.event import AsyncResult
 from kazoo.exceptions import KazooException, NoNodeError
 
 from zkcoord.errors import ErrorCode
@@ -64,6 +65,7 @@ class MigrationSteps:
         self.mirror = mirror
         self.core = core
         self.bridged = bridged  # whether a group has the mixed-group bridge (zkcoord.server.bridge)
+        self._legacy_id_reads = ReadRounds(self._read_legacy_ids)
 
     def before(self, request: Request) -> Response | None:
         """A JoinGroup refused by single-protocol membership: 23 (or 15 if ZooKeeper cannot tell); else None."""
@@ -151,12 +153,16 @@ class MigrationSteps:
         return offsets
 
     def _legacy_ids(self, group: str) -> list[str]:
-        """The consumer ids registered under ``/consumers/<group>/ids`` (one ZooKeeper call, bounded)."""
+        """The consumer ids registered under ``/consumers/<group>/ids`` (a ZooKeeper read shared by the JoinGroups
+        that wait for it, bounded)."""
         with self._reading(layout.ids_path(group)):
-            try:
-                return sorted(self.migrations.zk.get_children(layout.ids_path(group)))
-            except NoNodeError:
-                return []
+            return self._legacy_id_reads.get(group)
+
+    def _read_legacy_ids(self, group: str) -> list[str]:
+        try:
+            return sorted(self.migrations.zk.get_children(layout.ids_path(group)))
+        except NoNodeError:
+            return []
 
     def _fetch_response(
         self, group: str | None, topics: tuple[OffsetFetchRequestTopic, ...] | None, response: OffsetFetchResponse
@@ -180,6 +186,43 @@ class MigrationSteps:
         if phase is not None and RULES[phase].mixed_members and self.bridged(group):
             return None  # legacy members are welcome: the bridge runs the 0.8.2 protocol for this member
         return join_refusal_message(group, self._legacy_ids(group), phase)
+
+
+class ReadRounds:
+    """Reads of ``read(key)`` shared by the callers that wait meanwhile, in rounds: a caller gets the answer of a
+    read that started after it asked, and every caller that asked while one read ran shares the next. A thousand
+    members joining at once made a thousand ZooKeeper reads, one by one through the node's one session, while
+    their JoinGroups waited outside the group and their sessions ran out."""
+
+    def __init__(self, read: Callable[[str], object]):
+        self._read = read
+        self._next: dict[str, AsyncResult] = {}  # key → the round whose read has not started
+        self._reading: set[str] = set()
+
+    def get(self, key: str):
+        """The answer of a read of ``key`` that starts after this call (raises what the read raised)."""
+        answer = self._next.get(key)
+        if answer is None:
+            answer = self._next[key] = AsyncResult()
+            if key not in self._reading:
+                self._reading.add(key)
+                gevent.spawn(self._read_rounds, key)
+        return answer.get()
+
+    def _read_rounds(self, key: str) -> None:
+        answer = None
+        try:
+            while key in self._next:
+                answer = self._next.pop(key)  # who asks from now on waits for the next round
+                try:
+                    answer.set(self._read(key))
+                except Exception as error:
+                    answer.set_exception(error)
+        finally:
+            self._reading.discard(key)
+            for waiting in (answer, self._next.pop(key, None)):  # this greenlet was killed: none waits for ever
+                if waiting is not None and not waiting.ready():
+                    waiting.set_exception(ZooKeeperUnavailableError(f"the read of {key} was interrupted"))
 
 
 # ---- the pure halves of the requests that involve ZooKeeper -------------------------------------------------
