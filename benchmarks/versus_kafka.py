@@ -28,7 +28,7 @@ raised, as Kafka's is unbounded. Progress goes to stderr; every process is stopp
 minutes on 2 cores with the defaults, 7-10 with ``--members 10,100,1000`` (``make bench``); figures in
 docs/performance.md.
 
-    python benchmarks/versus_kafka.py [--members 10,100] [--seconds 3] [--repeats 3] [--quick]
+    python benchmarks/versus_kafka.py [--members 10,100] [--seconds 3] [--repeats 3] [--quick] [--rebalance-only]
 """
 
 from __future__ import annotations
@@ -382,12 +382,9 @@ def rates(kind: str, repeats: int, roles: dict[str, list[int]], once) -> str:
     return result
 
 
-def measure(kafka: TestKafka, node: NodeProcess, args: argparse.Namespace) -> None:
-    bootstrap = {"kafka": kafka.bootstrap, "zkcoord": node.kafka_bootstrap}
-    roles = {"node": [node.process.pid], "broker": [kafka.broker._process.pid], "client": [os.getpid()]}
-    suffix = uuid.uuid4().hex[:8]
+def rate_measures(kafka: TestKafka, bootstrap: dict, roles: dict, suffix: str, args: argparse.Namespace) -> dict:
+    """1. commits/s and 2. heartbeats/s: zkcoord ÷ Kafka of each."""
     summary = {}
-
     topic = f"versus-commits-{suffix}"
     kafka.create_topic(topic, args.committers)
     for window, label in ((1, "synchronous"), (args.window, f"asynchronous, {args.window} in flight per member")):
@@ -412,6 +409,17 @@ def measure(kafka: TestKafka, node: NodeProcess, args: argparse.Namespace) -> No
         roles,
         lambda route: heartbeats(bootstrap[route], topic, args.heartbeaters, args.heartbeat_ms, args.seconds, roles),
     )
+    return summary
+
+
+def measure(kafka: TestKafka, node: NodeProcess, args: argparse.Namespace) -> None:
+    bootstrap = {"kafka": kafka.bootstrap, "zkcoord": node.kafka_bootstrap}
+    roles = {"node": [node.process.pid], "broker": [kafka.broker._process.pid], "client": [os.getpid()]}
+    suffix = uuid.uuid4().hex[:8]
+    summary = {}
+
+    if not args.rebalance_only:
+        summary.update(rate_measures(kafka, bootstrap, roles, suffix, args))
 
     print(
         f"\n3. rebalance: N members on N partitions at heartbeat.interval.ms={MEMBER_CONFIG['heartbeat.interval.ms']}: "
@@ -467,6 +475,7 @@ def main() -> None:
     parser.add_argument("--heartbeaters", type=int, default=50, help="heartbeating members (default 50)")
     parser.add_argument("--heartbeat-ms", type=int, default=5, help="their heartbeat.interval.ms (default 5)")
     parser.add_argument("--quick", action="store_true", help="10 and 100 members, 2 s windows, 1 round")
+    parser.add_argument("--rebalance-only", action="store_true", help="only the rebalances (3.), not the rates")
     args = parser.parse_args()
     args.members = [int(size) for size in args.members.split(",")]
     if args.quick:

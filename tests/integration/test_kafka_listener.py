@@ -1,6 +1,8 @@
 """librdkafka consumers (confluent-kafka) in zkcoord groups through a node's Kafka listener, with the real Kafka
 3.9 broker as the data plane behind the node's gateway ports (docs/kafka-protocol.md)."""
 
+import collections
+import contextlib
 import re
 import signal
 import socket
@@ -312,13 +314,12 @@ def _coordinator_port(nodes, group: str) -> int:
     return answer.port
 
 
-@pytest.mark.parametrize(("version", "joined"), [(3, True), (4, False)])
-def test_a_join_before_v4_never_sees_member_id_required(nodes, version, joined):
+def _first_join(group: str, version: int) -> bytes:
+    """A JoinGroup frame of a member that has no id yet."""
     from kio.index import load_request_schema
 
     from zkcoord.wire.kafka.entities import build
 
-    group = f"old-{uuid.uuid4().hex[:6]}"
     request = build(
         load_request_schema(11, version),
         {
@@ -330,9 +331,39 @@ def test_a_join_before_v4_never_sees_member_id_required(nodes, version, joined):
             "protocols": [{"name": "range", "metadata": b""}],
         },
     )
-    frame = encode_request(3, "old-client", request)
+    return encode_request(3, "old-client", request)
+
+
+@pytest.mark.parametrize(("version", "joined"), [(3, True), (4, False)])
+def test_a_join_before_v4_never_sees_member_id_required(nodes, version, joined):
+    group = f"old-{uuid.uuid4().hex[:6]}"
+    frame = _first_join(group, version)
     _, answer = read_response(11, version, _ask(("127.0.0.1", _coordinator_port(nodes, group)), frame))
     if joined:  # Kafka before KIP-394: joined at once, with the id the coordinator made
         assert int(answer.error_code.value) == 0 and answer.member_id and answer.generation_id >= 1
     else:
         assert int(answer.error_code.value) == ErrorCode.MEMBER_ID_REQUIRED and answer.member_id
+
+
+JOIN_BURST = 600  # more JoinGroups at once than kazoo's wake-up socket pair buffers ZooKeeper requests (a few hundred)
+
+
+def test_a_burst_of_first_joins_is_answered_in_full(nodes):
+    """Each JoinGroup reads ZooKeeper (single-protocol check): a burst of them, as a thousand members joining at
+    once send, must neither fail those reads (COORDINATOR_NOT_AVAILABLE) nor wedge the node's session."""
+    group = f"burst-{uuid.uuid4().hex[:6]}"
+    address = ("127.0.0.1", _coordinator_port(nodes, group))
+    frame = _first_join(group, 4)
+    with contextlib.ExitStack() as closing:
+        members = [closing.enter_context(socket.create_connection(address, timeout=WAIT_S)) for _ in range(JOIN_BURST)]
+        for sock in members:
+            sock.sendall(frame)
+        answers = collections.Counter()
+        for sock in members:
+            answer = read_frame(sock, 1 << 20)
+            assert answer is not None
+            answers[int(read_response(11, 4, frame_content(answer))[1].error_code.value)] += 1
+    assert answers == {ErrorCode.MEMBER_ID_REQUIRED: JOIN_BURST}
+    later = f"after-{group}"  # the node's session still serves the reads of a group it never saw
+    _, answer = read_response(11, 4, _ask(("127.0.0.1", _coordinator_port(nodes, later)), _first_join(later, 4)))
+    assert int(answer.error_code.value) == ErrorCode.MEMBER_ID_REQUIRED

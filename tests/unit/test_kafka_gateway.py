@@ -10,7 +10,8 @@ from zkcoord.errors import ConfigError
 from zkcoord.server.config import node_config
 from zkcoord.wire.kafka import versions
 from zkcoord.wire.kafka.entities import build, to_plain
-from zkcoord.wire.kafka.rewrite import gateway_view, rewrite_response
+from zkcoord.wire.kafka.frames import SIZE, encode_response
+from zkcoord.wire.kafka.rewrite import gateway_view, rewrite_metadata_frame, rewrite_response
 
 BASE = 1_000_000_000
 LISTENERS = {1: ("zk-a", 9192, 9193, 8), 2: ("zk-b", 9192, 9193, 8)}
@@ -46,8 +47,8 @@ def test_a_node_that_does_not_answer_fronts_no_broker_but_stays_a_coordinator():
     assert set(view.coordinators) == {BASE + 1, BASE + 2}  # clients still find node 1's groups until it is gone
 
 
-def _metadata(brokers, controller_id=0):
-    schema = load_response_schema(3, 12)
+def _metadata(brokers, controller_id=0, version=12):
+    schema = load_response_schema(3, version)
     return build(
         schema,
         {
@@ -55,6 +56,7 @@ def _metadata(brokers, controller_id=0):
             "brokers": [{"node_id": b, "host": "10.0.0.9", "port": 9092 + b, "rack": None} for b in brokers],
             "cluster_id": "c",
             "controller_id": controller_id,
+            "error_code": 0,
             "topics": [
                 {
                     "error_code": 0,
@@ -89,6 +91,24 @@ def test_metadata_names_every_broker_through_the_gateway_and_every_coordinator_n
         (BASE + 2, "zk-b", 9192),
     ]
     assert rewritten["controller_id"] == 1 and rewritten["topics"][0]["partitions"][0]["leader_id"] == 1
+
+
+def test_metadata_topics_pass_through_the_rewrite_as_they_were_read():
+    """Only the brokers are rewritten: a large group's members each ask Metadata of hundreds of partitions."""
+    answer = _metadata([0, 1], controller_id=1)
+    rewritten = rewrite_response(3, answer, gateway_view([0, 1], LISTENERS, 0, BASE))
+    assert rewritten.topics is answer.topics
+    assert type(rewritten) is type(answer) and rewritten.brokers != answer.brokers
+
+
+@pytest.mark.parametrize("version", range(versions.kio_versions(3)[0], versions.kio_versions(3)[1] + 1))
+def test_a_metadata_frame_rewritten_in_place_is_the_frame_of_the_rewritten_answer(version):
+    view = gateway_view([0, 1], LISTENERS, 0, BASE)
+    answer = _metadata([0, 1], controller_id=1, version=version)
+    frame = encode_response(42, answer)
+    assert rewrite_metadata_frame(version, memoryview(frame)[SIZE.size :], view) == encode_response(
+        42, rewrite_response(3, answer, view)
+    )
 
 
 def test_a_transaction_coordinator_is_reached_through_the_gateway():

@@ -19,6 +19,7 @@ import time
 
 import gevent
 from gevent import socket, ssl
+from gevent.event import AsyncResult
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
@@ -85,11 +86,41 @@ def _fill(sock: socket.socket, view: memoryview, eof_ok: bool = False) -> bool:
     return True
 
 
+class HostLookups:
+    """The addresses of broker hosts for upstream connections: a numeric host as it is, a name looked up once at a
+    time, its answer shared by every connection that asks meanwhile. gevent looks names up in a pool of ten threads
+    (numeric ones too, in ``create_connection``), and with a thousand clients connecting at once each queued a lookup
+    of the same name there before it could forward anything, reading none of its client's requests meanwhile."""
+
+    def __init__(self):
+        self._pending: dict[str, AsyncResult] = {}
+
+    def resolve(self, host: str, port: int) -> list[tuple[int, tuple]]:
+        """``(family, socket address)`` of each address of ``host``, in getaddrinfo's order; OSError if none."""
+        for family in (socket.AF_INET, socket.AF_INET6):
+            with contextlib.suppress(OSError):
+                socket.inet_pton(family, host)
+                return [(family, (host, port))]
+        pending = self._pending.get(host)
+        if pending is None:
+            pending = self._pending[host] = AsyncResult()
+            try:
+                pending.set(socket.getaddrinfo(host, None, 0, socket.SOCK_STREAM))
+            except OSError as error:
+                pending.set_exception(error)
+            finally:
+                del self._pending[host]
+                if not pending.ready():  # this greenlet was killed: the others must not wait for ever
+                    pending.set_exception(OSError(f"the lookup of {host} was interrupted"))
+        return [(family, (address[0], port, *address[2:])) for family, _, _, _, address in pending.get()]
+
+
 class UpstreamBrokers:
     """The registered data brokers (``/brokers/ids`` of the node's ZooKeeper, watched) and their API versions."""
 
     def __init__(self, upstream_timeout_s: float):
         self.upstream_timeout_s = upstream_timeout_s
+        self.lookups = HostLookups()
         self.brokers: dict[int, Address] = {}
         self._versions: dict[int, tuple[int, int]] | None = None
         self._retry_versions_at = 0.0
@@ -127,7 +158,7 @@ class UpstreamBrokers:
             if address is None:
                 continue
             try:
-                sock = socket.create_connection(address, timeout=self.upstream_timeout_s)
+                sock = self._open(*address)
             except OSError as error:
                 log.info("upstream broker unreachable broker=%s address=%s:%s error=%s", candidate, *address, error)
                 continue
@@ -135,6 +166,20 @@ class UpstreamBrokers:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             return sock
         raise UpstreamUnavailable(f"no reachable broker among {candidates} ({self.brokers})")
+
+    def _open(self, host: str, port: int) -> socket.socket:
+        """A connection to the first of the host's addresses that takes one, as ``create_connection`` makes it."""
+        failure: OSError | None = None
+        for family, address in self.lookups.resolve(host, port):
+            sock = socket.socket(family, socket.SOCK_STREAM)
+            try:
+                sock.settimeout(self.upstream_timeout_s)
+                sock.connect(address)
+                return sock
+            except OSError as error:
+                sock.close()
+                failure = error
+        raise failure or OSError(f"{host} has no address")
 
     def api_versions(self) -> dict[int, tuple[int, int]]:
         """The API versions the brokers advertise (asked once, of the first that answers); UpstreamUnavailable

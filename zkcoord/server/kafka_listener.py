@@ -21,6 +21,7 @@ import collections
 import contextlib
 import logging
 import socket
+import struct
 import time
 from collections.abc import Callable
 from functools import partial
@@ -47,6 +48,7 @@ from zkcoord.wire import messages as m
 from zkcoord.wire.kafka import data_acl, groups, versions
 from zkcoord.wire.kafka.entities import build
 from zkcoord.wire.kafka.frames import (
+    SIZE,
     KafkaFrameError,
     RequestHeader,
     encode_response,
@@ -56,7 +58,7 @@ from zkcoord.wire.kafka.frames import (
     read_response,
     response_schema,
 )
-from zkcoord.wire.kafka.rewrite import REWRITTEN, rewrite_response
+from zkcoord.wire.kafka.rewrite import REWRITTEN, rewrite_metadata_frame, rewrite_response
 from zkcoord.wire.limits import collapsed, id_length_problem
 
 log = logging.getLogger(__name__)
@@ -67,6 +69,7 @@ _NEVER_FORWARDED_OLD = REWRITTEN | versions.SERVED.keys() | versions.REFUSED
 _GROUP_KEY, _TRANSACTION_KEY = 0, 1
 _SEND_TIMEOUT_S = 30.0  # a peer that reads nothing for this long is dropped (the msgpack listener's bound too)
 SASL_MAX_RECEIVE_BYTES = 524_288  # Kafka's sasl.server.max.receive.size
+_CORRELATION_ID = struct.Struct(">i")
 
 
 def _no_groups_listed(version: int):
@@ -74,6 +77,19 @@ def _no_groups_listed(version: int):
     every broker Metadata names and add the answers up (kafka-python's ``list_groups`` keeps duplicates), so the
     node's groups are listed only where Metadata names the node itself."""
     return groups.kafka_response(versions.LIST_GROUPS, version, (), (m.ListGroupsResponse(error_code=ErrorCode.NONE),))
+
+
+def _api_versions_answer(version: int, table: dict[int, tuple[int, int]], error: int):
+    plain = {
+        "error_code": error,
+        "api_keys": [{"api_key": key, "min_version": lo, "max_version": hi} for key, (lo, hi) in table.items()],
+        "throttle_time": 0,
+        "supported_features": [],
+        "finalized_features_epoch": -1,
+        "finalized_features": [],
+        "zk_migration_ready": False,
+    }
+    return build(response_schema(versions.API_VERSIONS, version), plain)
 
 
 class KafkaListener:
@@ -103,6 +119,8 @@ class KafkaListener:
         self.requests_total = 0
         self.forwarded_total = 0
         self.frame_errors_total = 0
+        # (api version, SASL, ACLs) → (the upstream table it was built from, the ApiVersions answer's frame)
+        self.api_versions_answers: dict[tuple[int, bool, bool], tuple[dict, object]] = {}
         self._connections: set[_Connection] = set()
         self._watchdog: gevent.Greenlet | None = None
         self._servers = {None: StreamServer((host, port), partial(self._serve, None))}
@@ -308,22 +326,22 @@ class _Connection:
         low, high = versions.SERVED[versions.API_VERSIONS]
         if header.api_version > high:
             # Kafka's answer to an ApiVersions newer than it knows: v0, 35, and its own ApiVersions range.
-            table, version, error = {versions.API_VERSIONS: (low, high)}, 0, ErrorCode.UNSUPPORTED_VERSION
-        else:
-            sasl = self.security is not None and self.security.listener.settings.sasl
-            caps = data_acl.AUTHORIZED_CAPS if self.security is not None and self.security.authorizes else None
-            table = versions.advertised(self.listener.upstream.api_versions(), caps or versions.FORWARD_CAPS, sasl)
-            version, error = header.api_version, 0
-        plain = {
-            "error_code": error,
-            "api_keys": [{"api_key": key, "min_version": lo, "max_version": hi} for key, (lo, hi) in table.items()],
-            "throttle_time": 0,
-            "supported_features": [],
-            "finalized_features_epoch": -1,
-            "finalized_features": [],
-            "zk_migration_ready": False,
-        }
-        return encode_response(header.correlation_id, build(response_schema(header.api_key, version), plain))
+            answer = _api_versions_answer(0, {versions.API_VERSIONS: (low, high)}, ErrorCode.UNSUPPORTED_VERSION)
+            return encode_response(header.correlation_id, answer)
+        sasl = bool(self.security is not None and self.security.listener.settings.sasl)
+        authorizes = self.security is not None and self.security.authorizes
+        upstream = self.listener.upstream.api_versions()
+        # Every client connection asks first: the answer is built once per version and kind of listener.
+        key = (header.api_version, sasl, authorizes)
+        cached = self.listener.api_versions_answers.get(key)
+        if cached is None or cached[0] is not upstream:
+            caps = data_acl.AUTHORIZED_CAPS if authorizes else versions.FORWARD_CAPS
+            answer = _api_versions_answer(header.api_version, versions.advertised(upstream, caps, sasl), 0)
+            cached = self.listener.api_versions_answers[key] = (upstream, encode_response(0, answer))
+        # Header v0 at every version of ApiVersions: the correlation id alone, right after the size.
+        frame = bytearray(cached[1])
+        _CORRELATION_ID.pack_into(frame, SIZE.size, header.correlation_id)
+        return frame
 
     def _sasl(self, header: RequestHeader, request: memoryview) -> None:
         """SaslHandshake and SaslAuthenticate, as Kafka's broker answers them; after an error the connection
@@ -439,6 +457,8 @@ class _Connection:
         broker addresses rewritten to the gateway's."""
         if reply is None and header.api_key not in REWRITTEN:
             return frame
+        if reply is None and header.api_key == versions.METADATA:
+            return rewrite_metadata_frame(header.api_version, frame_content(frame), self.listener.addresses.view())
         if reply is None:
             correlation_id, response = read_response(header.api_key, header.api_version, frame_content(frame))
         else:

@@ -18,6 +18,7 @@ from typing import Any
 
 import gevent
 import gevent.event
+import gevent.lock
 from gevent import monkey
 from kazoo.client import KazooClient
 from kazoo.handlers.gevent import SequentialGeventHandler
@@ -142,13 +143,40 @@ class HubThread:
             log.warning("hub thread %s did not stop within %.1fs", self.name, timeout)
 
 
+class _WakeSocket:
+    """The write end of the socket pair that wakes a kazoo connection, one byte per request; senders take turns.
+
+    The pair buffers a few hundred bytes. With more requests issued at once (a JoinGroup each of a thousand members
+    reads ZooKeeper), gevent lets only the first sender wait for room: the others fail, kazoo answers them
+    ConnectionClosedError (kazoo issue 486), yet leaves their requests queued without the bytes that would send them,
+    so every later request of the session waits behind them for ever. Taking turns makes each sender wait for room
+    instead (the connection takes a byte per request it sends)."""
+
+    def __init__(self, sock):
+        self._sock = sock
+        self._turn = gevent.lock.Semaphore()
+
+    def send(self, data: bytes) -> int:
+        with self._turn:
+            return self._sock.send(data)
+
+    def close(self) -> None:
+        self._sock.close()
+
+
+class _GeventHandler(SequentialGeventHandler):
+    def create_socket_pair(self):
+        read_end, write_end = super().create_socket_pair()
+        return read_end, _WakeSocket(write_end)
+
+
 def make_kazoo_client(connect: str, session_timeout_ms: int, security: ZooKeeperSecurity = UNSECURED) -> KazooClient:
     """A gevent kazoo client that reconnects forever; ``connect`` may end in a chroot; ``security`` gives its
     credentials and ACLs (:mod:`zkcoord.zk.acl`).
 
     Create it in the thread whose hub it will use.
     """
-    handler = SequentialGeventHandler()
+    handler = _GeventHandler()
     return kazoo_client(
         connect,
         security,

@@ -48,6 +48,14 @@ def _hints(cls: type) -> dict[str, object]:
     return {field.name: hints[field.name] for field in dataclasses.fields(cls)}
 
 
+def item_class(cls: type, name: str) -> type:
+    """The entity class of the items of ``cls``'s tuple field ``name`` (Metadata's brokers, say)."""
+    hint = _hints(cls)[name]
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        (hint,) = [arg for arg in typing.get_args(hint) if arg is not type(None)]
+    return typing.get_args(hint)[0]
+
+
 @functools.cache
 def _converter(hint: object) -> typing.Callable[[object], object]:
     """How a plain value becomes the field's value, worked out once per type hint."""

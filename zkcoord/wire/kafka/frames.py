@@ -21,7 +21,14 @@ from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
 from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
 from kio.serial import entity_reader, entity_writer
-from kio.serial.readers import read_compact_string_nullable, read_int16, read_nullable_legacy_string
+from kio.serial.readers import (
+    read_compact_string_nullable,
+    read_int16,
+    read_int32,
+    read_nullable_legacy_string,
+    read_unsigned_varint,
+)
+from kio.serial.writers import compact_array_writer, legacy_array_writer
 from kio.static.primitive import i32
 
 from zkcoord.wire.kafka.versions import API_VERSIONS, kio_versions
@@ -140,6 +147,39 @@ def read_response(api_key: int, api_version: int, frame: bytes):
     except Exception as error:
         raise KafkaFrameError(f"malformed api {api_key} v{api_version} response: {error}") from None
     return header.correlation_id, body
+
+
+def response_array(api_key: int, api_version: int, content, before: int, item_class: type) -> tuple[list, int, int]:
+    """The items of the array that follows a response's header and ``before`` bytes of fixed-size fields in
+    ``content`` (a response frame without its size), and the offsets where the array starts and ends: what follows
+    it can be copied as it came, never read."""
+    flexible = response_schema(api_key, api_version).__flexible__
+    try:  # kio's readers answer (value, bytes read)
+        start = entity_reader(_response_header_class(api_key, flexible))(content, 0)[1] + before
+        items, end = read_array(content, start, item_class, flexible)
+    except Exception as error:
+        raise KafkaFrameError(f"malformed api {api_key} v{api_version} response: {error}") from None
+    return items, start, end
+
+
+def read_array(content, offset: int, item_class: type, flexible: bool) -> tuple[list, int]:
+    """The items of an array of ``item_class`` entities at ``offset``, and the offset after it."""
+    count, size = (read_unsigned_varint if flexible else read_int32)(content, offset)
+    offset += size
+    read_item = entity_reader(item_class)
+    items = []
+    for _ in range(count - 1 if flexible else count):  # a compact array counts one more (0: null)
+        item, size = read_item(content, offset)
+        items.append(item)
+        offset += size
+    return items, offset
+
+
+def array_bytes(items: list, item_class: type, flexible: bool) -> bytes:
+    """``items`` (kio entities of ``item_class``) encoded as an array of a message that is ``flexible`` or not."""
+    buffer = io.BytesIO()
+    (compact_array_writer if flexible else legacy_array_writer)(entity_writer(item_class))(buffer, items)
+    return buffer.getvalue()
 
 
 def produce_acks(header: RequestHeader, frame: bytes) -> int:

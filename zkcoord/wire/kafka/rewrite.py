@@ -14,11 +14,14 @@ Pure: imports only zkcoord.wire.kafka and zkcoord.errors.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from zkcoord.errors import ErrorCode
-from zkcoord.wire.kafka.entities import build, to_plain
+from zkcoord.wire.kafka.entities import build, item_class, to_plain
+from zkcoord.wire.kafka.frames import SIZE, array_bytes, read_array, response_array, response_schema
 from zkcoord.wire.kafka.versions import DESCRIBE_CLUSTER, FIND_COORDINATOR, METADATA
 
 Address = tuple[str, int]
@@ -77,16 +80,48 @@ def _with_coordinators(listed: list[dict], view: GatewayView, id_field: str) -> 
 
 def rewrite_response(api_key: int, response, view: GatewayView):
     """``response`` (of an API in :data:`REWRITTEN`) with every broker address replaced by the gateway's."""
-    plain = to_plain(response)
     if api_key == METADATA:
-        plain["brokers"] = _with_coordinators(plain["brokers"], view, "node_id")
-    elif api_key == DESCRIBE_CLUSTER:
-        plain["brokers"] = _with_coordinators(plain["brokers"], view, "broker_id")
-    elif "coordinators" in plain:
+        return _with_brokers_rewritten(response, view, "node_id")
+    if api_key == DESCRIBE_CLUSTER:
+        return _with_brokers_rewritten(response, view, "broker_id")
+    plain = to_plain(response)
+    if "coordinators" in plain:
         plain["coordinators"] = [_coordinator(each, view) for each in plain["coordinators"]]
     else:
         plain = _coordinator(plain, view)
     return build(type(response), plain)
+
+
+def rewrite_metadata_frame(version: int, content, view: GatewayView) -> bytes:
+    """A Metadata answer's frame (``content``: without its size) with its brokers rewritten as
+    :func:`rewrite_response` rewrites them. Only the brokers are read and written again: what follows them (the
+    topics, a partition each: hundreds in a large group's answer, asked by every member) is copied as it came."""
+    schema = response_schema(METADATA, version)
+    before = 4 if dataclasses.fields(schema)[0].name == "throttle_time" else 0  # an int32 before them from v3 on
+    _, start, end = response_array(METADATA, version, content, before, item_class(schema, "brokers"))
+    addresses = (tuple(sorted(view.brokers.items())), tuple(sorted(view.coordinators.items())))
+    encoded = _gateway_brokers(version, bytes(content[start:end]), addresses)
+    size = SIZE.pack(start + len(encoded) + len(content) - end)
+    return b"".join((size, content[:start], encoded, content[end:]))
+
+
+@functools.lru_cache(maxsize=64)
+def _gateway_brokers(version: int, upstream: bytes, addresses: tuple) -> bytes:
+    """The gateway's brokers array for the upstream one, both encoded: every member's answer has the same."""
+    schema = response_schema(METADATA, version)
+    broker_class = item_class(schema, "brokers")
+    brokers, _ = read_array(upstream, 0, broker_class, schema.__flexible__)
+    view = GatewayView(dict(addresses[0]), dict(addresses[1]))
+    listed = _with_coordinators([to_plain(broker) for broker in brokers], view, "node_id")
+    return array_bytes([build(broker_class, broker) for broker in listed], broker_class, schema.__flexible__)
+
+
+def _with_brokers_rewritten(response, view: GatewayView, id_field: str):
+    """Only the brokers are converted: Metadata's topics (a partition each, hundreds in a large group's answer,
+    asked by every member) pass as they were read."""
+    listed = _with_coordinators([to_plain(broker) for broker in response.brokers], view, id_field)
+    broker_class = item_class(type(response), "brokers")
+    return dataclasses.replace(response, brokers=tuple(build(broker_class, broker) for broker in listed))
 
 
 def _coordinator(answer: dict, view: GatewayView) -> dict:
