@@ -20,7 +20,7 @@ check-java:
 	  echo "  Debian/Ubuntu: sudo apt-get install -y maven"; \
 	  echo "  macOS:         brew install maven"; exit 1; }
 
-$(STAMP): setup.cfg pyproject.toml setup.py zkcoord/log/_compiled.c
+$(STAMP): setup.cfg pyproject.toml setup.py zkcoord/log/_compiled.c zkcoord/log/_fsync.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
@@ -64,4 +64,4 @@ bench: setup
 	$(BIN)/python benchmarks/versus_kafka.py --members 10,100,1000
 
 clean:
-	rm -rf $(VENV) build *.egg-info zkcoord/log/_compiled*.so
+	rm -rf $(VENV) build *.egg-info zkcoord/log/_compiled*.so zkcoord/log/_fsync*.so

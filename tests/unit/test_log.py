@@ -19,7 +19,7 @@ from zkcoord.errors import (
     RecordTooLargeError,
     UnreadableLogStateError,
 )
-from zkcoord.log import LogConfig, PartitionLog
+from zkcoord.log import LogConfig, PartitionLog, syncer
 from zkcoord.log.format import HEADER_SIZE, LogFormatError, decode_entry, encode_entry, encode_records
 from zkcoord.log.segment import check_batches, find_valid_entry, partition_directories
 
@@ -205,6 +205,18 @@ def synced_sizes(monkeypatch):
         sizes[size.st_ino] = max(sizes.get(size.st_ino, 0), size.st_size)
 
     monkeypatch.setattr(os, "fsync", recording_fsync)
+    if syncer.fsync_all is not None:  # a group round's fsyncs, where they run compiled
+        real_fsync_all = syncer.fsync_all
+
+        def recording_fsync_all(fds):
+            before = [os.fstat(fd) for fd in fds]
+            errors = real_fsync_all(fds)
+            for size, error in zip(before, errors, strict=True):
+                if not error:
+                    sizes[size.st_ino] = max(sizes.get(size.st_ino, 0), size.st_size)
+            return errors
+
+        monkeypatch.setattr(syncer, "fsync_all", recording_fsync_all)
     return sizes
 
 

@@ -1,5 +1,6 @@
 """One fsync round for every partition with appends waiting (zkcoord.log.syncer)."""
 
+import errno
 import os
 
 import gevent
@@ -8,6 +9,7 @@ from gevent.event import Event
 
 from zkcoord.errors import LogStorageError
 from zkcoord.log import LogConfig, PartitionLog
+from zkcoord.log import syncer as syncer_module
 from zkcoord.log.fence import EpochFence
 from zkcoord.log.syncer import RoundSyncer
 
@@ -30,7 +32,7 @@ class FakeAppender:
         self.finished.set()
 
 
-def test_partitions_scheduled_together_share_one_round(tmp_path):
+def test_partitions_scheduled_together_share_one_round(tmp_path, fsyncs):
     syncer = RoundSyncer(max_threads=4)
     logs = [
         PartitionLog.open(tmp_path / f"p{n}", GROUP, fence=EpochFence(tmp_path / f"p{n}", 1), syncer=syncer)
@@ -51,28 +53,39 @@ def test_partitions_scheduled_together_share_one_round(tmp_path):
             assert [value for batch in reopened.read() for _, _, value in batch.entries()] == [b"v%d" % n] * 3
 
 
-def test_a_failed_fsync_fails_only_its_partition(tmp_path):
+@pytest.fixture(params=["python"] + (["compiled"] if syncer_module.fsync_all is not None else []))
+def fsyncs(request, monkeypatch):
+    """Each way a round's fsyncs can run: on Python threads, and through fsync_all where it was built."""
+    if request.param == "python":
+        monkeypatch.setattr(syncer_module, "fsync_all", None)
+    return request.param
+
+
+def test_a_failed_fsync_fails_only_its_partition(tmp_path, fsyncs):
     syncer = RoundSyncer(max_threads=2)
     good = os.open(tmp_path / "good", os.O_RDWR | os.O_CREAT)
     closed = os.open(tmp_path / "closed", os.O_RDWR | os.O_CREAT)
     os.close(closed)
     try:
-        healthy, broken, invalid = FakeAppender(good), FakeAppender(closed), FakeAppender(-2)
+        healthy, broken, invalid = FakeAppender(good), FakeAppender(closed), FakeAppender("not a descriptor")
         for appender in (healthy, broken, invalid):
             syncer.schedule(appender)
         assert all(appender.finished.wait(10) for appender in (healthy, broken, invalid))
         assert healthy.outcomes == [None]
         assert len(broken.outcomes) == 1 and isinstance(broken.outcomes[0], OSError)  # EBADF
-        assert len(invalid.outcomes) == 1 and isinstance(invalid.outcomes[0], ValueError)  # not even a descriptor
+        assert len(invalid.outcomes) == 1 and isinstance(invalid.outcomes[0], TypeError)
     finally:
         os.close(good)
         syncer.close()
 
 
-def test_appends_of_a_partition_whose_fsync_failed_get_the_error(tmp_path, monkeypatch):
+def test_appends_of_a_partition_whose_fsync_failed_get_the_error(tmp_path, monkeypatch, fsyncs):
     syncer = RoundSyncer()
     log = PartitionLog.open(tmp_path, GROUP, syncer=syncer)
-    monkeypatch.setattr("zkcoord.log.syncer.os.fsync", lambda fd: (_ for _ in ()).throw(OSError(5, "EIO")))
+    if fsyncs == "compiled":
+        monkeypatch.setattr(syncer_module, "fsync_all", lambda fds: [errno.EIO] * len(fds))
+    else:
+        monkeypatch.setattr("zkcoord.log.syncer.os.fsync", lambda fd: (_ for _ in ()).throw(OSError(errno.EIO, "EIO")))
     appends = [gevent.spawn(log.append, [(b"k", b"v")]) for _ in range(3)]
     gevent.joinall(appends, timeout=10)
     assert all(isinstance(append.exception, LogStorageError) for append in appends)

@@ -11,6 +11,10 @@ fence is held elsewhere (a flush, the cleaner, another node) wait for a later ro
 holds nothing waits for one. Otherwise two nodes could each hold a partition the other waits for, and one
 busy partition would hold up the commits of all the others.
 
+Where the compiled ``zkcoord.log._fsync`` was built, one thread issues a round's fsyncs through it, without the
+GIL until all are done; else each fsync has a thread of its own, which needs the GIL again when its fsync
+returns, and waits for the busy hub to let go of it.
+
 One syncer serves all the partitions of a node (:class:`~zkcoord.runtime.durable.DurableLogs`): commits spread
 over fifty partitions then cost one greenlet and one wake-up per round instead of one each per partition (a
 task on gevent's thread pool cost the hub more than the rest of a partition's round). A partition opened on
@@ -30,6 +34,11 @@ from gevent.event import Event
 
 if TYPE_CHECKING:
     from zkcoord.log.appender import Appender
+
+try:
+    from zkcoord.log._fsync import fsync_all
+except ImportError:  # built where a C compiler is (setup.py)
+    fsync_all = None
 
 _start_thread, _allocate_lock = monkey.get_original("_thread", ["start_new_thread", "allocate_lock"])
 MAX_FSYNC_THREADS = 32
@@ -140,9 +149,14 @@ class RoundSyncer:
         try:
             if threads is None:
                 threads = self._threads = _Threads()
-            threads.grow(min(len(started), self._max_threads))
-            for number, (_, fd) in enumerate(started):
-                threads.jobs.put((round_, number, fd))
+            fds = [fd for _, fd in started]
+            if fsync_all is not None:
+                threads.grow(1)
+                threads.jobs.put((round_, 0, fds))
+            else:
+                threads.grow(min(len(fds), self._max_threads))
+                for number, fd in enumerate(fds):
+                    threads.jobs.put((round_, number, [fd]))
             threads.wake.ref = True  # the threads will wake the hub: it must wait for them
             try:
                 round_.done.wait()
@@ -160,16 +174,33 @@ class RoundSyncer:
 
 
 def _fsync_jobs(jobs: _queue.SimpleQueue, finished: deque[_Round], wake) -> None:
-    """A native thread's loop: fsync each job's descriptor; the last of a round hands it back to the hub."""
+    """A native thread's loop: fsync each job's descriptors; the last of a round hands it back to the hub."""
     while (job := jobs.get()) is not None:
-        round_, number, fd = job
+        round_, first, fds = job
         try:
-            os.fsync(fd)
+            errors = _fsync_many(fds)
         except BaseException as error:  # whatever it is, the round must still be counted down
-            round_.errors[number] = error
+            errors = [error] * len(fds)
         with round_.lock:
-            round_.left -= 1
+            round_.errors[first : first + len(fds)] = errors
+            round_.left -= len(fds)
             last = round_.left == 0
         if last:
             finished.append(round_)
             wake.send()
+
+
+def _fsync_many(fds: list[int]) -> list[BaseException | None]:
+    if fsync_all is not None:
+        try:
+            return [OSError(code, os.strerror(code)) if code else None for code in fsync_all(fds)]
+        except (TypeError, ValueError, OverflowError):
+            pass  # not all descriptors: one by one, each fails alone
+    errors: list[BaseException | None] = []
+    for fd in fds:
+        try:
+            os.fsync(fd)
+            errors.append(None)
+        except (OSError, TypeError, ValueError, OverflowError) as error:
+            errors.append(error)
+    return errors
