@@ -814,7 +814,7 @@ def serve(argv: list[str]) -> int:
     import logging
 
     from zkcoord.server.config import node_config
-    from zkcoord.server.node import CoordinatorNode
+    from zkcoord.server.node import CoordinatorNode, tune_garbage_collector
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     properties = dict(pair.split("=", 1) for pair in args.override)
@@ -876,6 +876,7 @@ def serve(argv: list[str]) -> int:
     signal.signal(signal.SIGUSR1, lambda *_: stats())
     signal.signal(signal.SIGUSR2, lambda *_: toggle_profile())
     node.start()
+    tune_garbage_collector()  # as `zkcoord coordinator start` does
     gevent.spawn(watch_lag)
     if node.kafka_port is not None:  # the same line as ``zkcoord coordinator start``'s, before the serving line
         print(f"coordinator node {args.node_id} kafka listener on {args.host}:{node.kafka_port}", flush=True)

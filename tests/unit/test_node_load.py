@@ -2,12 +2,14 @@
 given up to the election (zkcoord/server/node.py, docs/coordinator.md "Loading"). No ZooKeeper: the node is
 built but not started, its election a recorder."""
 
+import gc
+
 import pytest
 
 from zkcoord.errors import CorruptLogError, FencedLeaderError
 from zkcoord.log.segment import ScanProblem
 from zkcoord.server.config import node_config
-from zkcoord.server.node import CoordinatorNode
+from zkcoord.server.node import GC_YOUNG_THRESHOLD, CoordinatorNode, tune_garbage_collector
 
 
 class GiveUps:
@@ -58,3 +60,14 @@ def test_a_fenced_load_is_given_up_at_once(make_node):
     node, election, retries = make_node(FencedLeaderError("epoch 9 already has"), attempts=3)
     node._on_elected(0, 7)
     assert (election.calls, retries) == ([(0, 7, 0.75)], [])
+
+
+def test_a_nodes_process_collects_its_young_generation_less_often_and_leaves_what_start_up_made():
+    thresholds = gc.get_threshold()
+    try:
+        tune_garbage_collector()
+        assert gc.get_threshold() == (GC_YOUNG_THRESHOLD, *thresholds[1:])
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*thresholds)

@@ -28,7 +28,7 @@ def cmd_coordinator_start(args: argparse.Namespace) -> int:
 
     from zkcoord.metrics_http import serve_metrics
     from zkcoord.server.config import node_config
-    from zkcoord.server.node import CoordinatorNode
+    from zkcoord.server.node import CoordinatorNode, tune_garbage_collector
 
     properties: dict[str, object] = read_properties(args.config) if args.config else {}
     properties.update(parse_key_values(args.override or [], "--override"))
@@ -60,6 +60,7 @@ def cmd_coordinator_start(args: argparse.Namespace) -> int:
             return EXIT_OK
         starting.get()  # start's error, if it failed
         running.callback(node.stop)
+        tune_garbage_collector()
         if node.kafka_port is not None:
             print(f"coordinator node {args.node_id} kafka listener on {args.host}:{node.kafka_port}", flush=True)
         print(f"coordinator node {args.node_id} serving on {args.host}:{node.port}", flush=True)
