@@ -130,8 +130,8 @@ class RoundSyncer:
                 elif fd is not None:
                     started.append((appender, fd))
             if busy and not started:
-                appender = busy.pop(0)
-                fd = appender.start_round(blocking=True)  # holding nothing else, it may wait
+                fd = busy[0].start_round(blocking=True)  # holding nothing else, it may wait
+                appender = busy.pop(0)  # only now: killed while it waited, it stays waiting
                 if fd is not None:
                     started.append((appender, fd))
         except BaseException as error:  # killed while starting: what started must still let go
