@@ -223,15 +223,16 @@ def test_without_a_fence_the_log_writes_no_fence_files(tmp_path):
 
 
 def test_an_epoch_written_over_in_place_is_noticed(tmp_path):
-    # A claim replaces the epoch file; an edit in place (same inode) must fence the leader all the same.
+    # A claim replaces the epoch file; an edit in place (same inode, same size, maybe the same coarse
+    # modification time) must fence the leader all the same: the epoch is read under every lock.
     with open_fenced(tmp_path, 1, "always") as partition:
-        partition.append([(b"k", b"v")])  # the fence has read and remembered its epoch file
+        partition.append([(b"k", b"v")])
         before = os.stat(tmp_path / EPOCH_FILE)
         with open(tmp_path / EPOCH_FILE, "r+") as file:
             file.write("2\n")
-        # as a later edit would find it: the file clock is coarse, and this test does not wait for it to tick
-        os.utime(tmp_path / EPOCH_FILE, ns=(before.st_atime_ns, before.st_mtime_ns + 10_000_000))
-        assert os.stat(tmp_path / EPOCH_FILE).st_ino == before.st_ino
+        os.utime(tmp_path / EPOCH_FILE, ns=(before.st_atime_ns, before.st_mtime_ns))
+        after = os.stat(tmp_path / EPOCH_FILE)
+        assert (after.st_ino, after.st_size, after.st_mtime_ns) == (before.st_ino, before.st_size, before.st_mtime_ns)
         with pytest.raises(FencedLeaderError, match="epoch 2 has claimed"):
             partition.append([(b"k", b"by the deposed leader")])
 
