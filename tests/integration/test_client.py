@@ -200,14 +200,17 @@ def test_max_poll_interval_evicts_a_stuck_poller_which_loses_its_partitions_and_
 
 def test_static_member_sends_no_leave_group_and_gets_its_partitions_back(make_consumer, cluster):
     group = new_group()
-    members = [make_consumer("t", group=group, group_instance_id=f"static-{i}") for i in range(2)]
+    # A session long enough that neither member expires while the other restarts, even on a busy machine: a
+    # rebalance must then come from a LeaveGroup or a new member id, which static membership rules out.
+    static = {"group": group, "session_timeout_ms": 10_000}
+    members = [make_consumer("t", group_instance_id=f"static-{i}", **static) for i in range(2)]
     drive(members, lambda: all(len(m.assignment()) == 2 for m in members))
     before = describe(cluster, group)
     kept = members[0].assignment()
     members[0].close()
     still = describe(cluster, group)
     assert {m["group_instance_id"] for m in still["members"]} == {"static-0", "static-1"}  # no LeaveGroup
-    restarted = make_consumer("t", group=group, group_instance_id="static-0")
+    restarted = make_consumer("t", group_instance_id="static-0", **static)
     drive([restarted, members[1]], lambda: restarted.assignment() == kept)
     assert restarted.metrics()["rebalance-total"] == 1  # its own join; the group did not rebalance
     assert members[1].metrics()["rebalance-total"] == 1
