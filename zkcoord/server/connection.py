@@ -239,21 +239,16 @@ class _Connection:
         # A client that stops reading must not hold its connection's greenlet (and slot) forever: the socket's
         # timeout bounds what is left of the write's time at each wait for room (sendall would ask the kernel
         # its buffer size each time).
-        sock = self._sock
-        limit = self._server.send_timeout_seconds
-        deadline = time.monotonic() + limit
-        sock.settimeout(limit)
+        sock, view, sent = self._sock, memoryview(frame), 0
+        deadline = time.monotonic() + self._server.send_timeout_seconds
         try:
-            sent = sock.send(frame)
-            if sent < len(frame):
-                view = memoryview(frame)
-                while sent < len(frame):
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        raise TimeoutError
-                    sock.settimeout(left)
-                    sent += sock.send(view[sent:])
-        except (TimeoutError, BlockingIOError):
+            while sent < len(frame):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError
+                sock.settimeout(left)
+                sent += sock.send(view[sent:])
+        except TimeoutError:
             log.info("response not read in %ss, closing peer=%s", self._server.send_timeout_seconds, self.peer)
             return False
         except OSError as error:
