@@ -108,7 +108,7 @@ class EpochFence:
 
     def stored_epoch(self) -> int | None:
         """The epoch recorded in the directory (None if no leader has claimed it); read without the lock."""
-        return read_stored_epoch(self.directory)
+        return _read_epoch(self._epoch_path)
 
     def claim(self) -> None:
         """Record this epoch as the directory's leader; FencedLeaderError if a newer epoch already did."""
@@ -161,7 +161,7 @@ class EpochFence:
         if not self._lock(blocking):
             return False
         try:
-            stored = _read_epoch(self._epoch_path)
+            stored = self.stored_epoch()
             if stored != self.epoch:
                 raise FencedLeaderError(
                     f"{self.directory}: leader epoch {self.epoch} is fenced: "
