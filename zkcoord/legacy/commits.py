@@ -192,6 +192,7 @@ class OffsetCommits(MemberPart):
             try:
                 codes = self._log.commit({tp: position for tp, (_, position) in positions.items()})
             except (KazooException, ZkcoordError) as error:
+                self._trace_failed("log", error)
                 raise CommitFailedError(f"offset commit to the log failed: {error}") from error
             self._trace_committed("log", {tp: positions[tp][1] for tp, code in codes.items() if code == 0})
             if mode.writes_zk:
@@ -204,10 +205,12 @@ class OffsetCommits(MemberPart):
                     ) from error
             refused = {tp: code for tp, code in codes.items() if code}
             if refused:
-                raise CommitFailedError(
+                error = CommitFailedError(
                     f"the log refused offsets of {len(refused)} partition(s): "
                     + ", ".join(f"{tp.topic}-{tp.partition} {error_name(code)}" for tp, code in sorted(refused.items()))
                 )
+                self._trace_failed("log", error)
+                raise error
 
     def commit_quietly(self) -> bool:
         """One commit try that logs a failure instead of raising (auto-commit makes one try, §5.1)."""
@@ -250,7 +253,11 @@ class OffsetCommits(MemberPart):
         }
         if not changed:
             return
-        self._write_offsets({tp: position for tp, (_, position) in changed.items()}, ops)
+        try:
+            self._write_offsets({tp: position for tp, (_, position) in changed.items()}, ops)
+        except KazooException as error:
+            self._trace_failed("zookeeper", error)
+            raise
         for owned, position in changed.values():
             owned.checkpointed = position
         self._trace_committed("zookeeper", {tp: position for tp, (_, position) in changed.items()})
@@ -260,6 +267,9 @@ class OffsetCommits(MemberPart):
             self._trace.emit(
                 "legacy.committed", store=store, offsets=[[*tp, offset] for tp, offset in sorted(offsets.items())]
             )
+
+    def _trace_failed(self, store: str, error: Exception) -> None:
+        self._trace.emit("legacy.commit_failed", store=store, error=f"{type(error).__name__}: {error}")
 
     def _write_offsets(self, offsets: Mapping[TopicPartition, int], ops: ZkOps) -> None:
         """``updatePersistentPath``, pipelined: set; create the missing; set again on a create race."""

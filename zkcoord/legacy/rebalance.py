@@ -36,6 +36,11 @@ from zkcoord.zk.topic_filter import TopicFilter, expand
 log = logging.getLogger(__name__)
 
 
+def _ms_since(started: float) -> float:
+    """Milliseconds since the ``time.monotonic()`` reading ``started``, as trace events carry them."""
+    return round((time.monotonic() - started) * 1000.0, 3)
+
+
 class RebalanceListener(Protocol):
     """kafka-python style callbacks; both are optional. They run in a worker thread and may block."""
 
@@ -176,10 +181,14 @@ class Rebalancer(MemberPart):
     def synced_rebalance(self, reason: str) -> bool:
         """One rebalance of up to ``rebalance.max.retries`` attempts; False if none succeeded, or it gave way."""
         with self.lock:
+            started = time.monotonic()
             for attempt in range(1, self._config.rebalance_max_retries + 1):
                 if self._lifecycle.closing or self._lifecycle.superseded:
                     return False
                 if self._attempt(attempt, reason):
+                    self._trace.emit(
+                        "legacy.rebalance_completed", reason=reason, attempts=attempt, duration_ms=_ms_since(started)
+                    )
                     return True
                 if self._config.auto_commit_enable:
                     self._commits.commit_quietly()  # closeFetchersForQueues commits after a failed attempt
@@ -189,7 +198,12 @@ class Rebalancer(MemberPart):
                 self._consumer_id,
                 self._config.rebalance_max_retries,
             )
-            self._trace.emit("legacy.rebalance_failed", reason=reason, attempts=self._config.rebalance_max_retries)
+            self._trace.emit(
+                "legacy.rebalance_failed",
+                reason=reason,
+                attempts=self._config.rebalance_max_retries,
+                duration_ms=_ms_since(started),
+            )
             return False
 
     def _attempt(self, attempt: int, reason: str) -> bool:
@@ -223,7 +237,7 @@ class Rebalancer(MemberPart):
             attempt=attempt,
             reason=reason,
             outcome=outcome,
-            duration_ms=round((time.monotonic() - started) * 1000.0, 3),
+            duration_ms=_ms_since(started),
             zk_ops=ops.requests,
             zk_round_trips=ops.round_trips,
             **{

@@ -79,6 +79,10 @@ class KafkaStream:
         self._cursor = 0
         # Partitions the source did not know, and when to ask it again (0.8.2's leader finder keeps retrying).
         self._unknown_until: dict[TopicPartition, float] = {}
+        # Records and key+value bytes handed out, per topic: [records, bytes] lists only the iterating thread
+        # changes; metrics read them from any thread.
+        self.consumed: dict[str, list[int]] = {}
+        self._chunk_consumed = [0, 0]
 
     def __repr__(self) -> str:
         return f"KafkaStream({self.thread_id!r}, topic={self.topic!r})"
@@ -146,6 +150,9 @@ class KafkaStream:
                 owned = self._chunk_owner
                 if self._view.get(self._chunk_partition) is owned and owned.position == self._expected:
                     owned.position = self._expected = record.offset + 1
+                    consumed = self._chunk_consumed
+                    consumed[0] += 1
+                    consumed[1] += len(record.value) + (0 if record.key is None else len(record.key))
                     return record
             self._chunk = []  # released, seeked or reset meanwhile: drop the rest, as 0.8.2 clears the queue
         return None
@@ -193,6 +200,7 @@ class KafkaStream:
             if records:
                 self._chunk, self._chunk_index = records, 0
                 self._chunk_partition, self._chunk_owner, self._expected = partition, owned, position
+                self._chunk_consumed = self.consumed.setdefault(partition.topic, [0, 0])
                 self._cursor = index + 1
                 return True
         return False
@@ -238,6 +246,16 @@ class Streams:
 
     def by_key(self) -> dict[str, list[KafkaStream]]:
         return {key: list(streams) for key, streams in self._by_key.items()}
+
+    def consumed(self) -> dict[str, tuple[int, int]]:
+        """``{topic: (records, key+value bytes)}`` every stream handed out so far (any thread)."""
+        totals: dict[str, tuple[int, int]] = {}
+        for streams in self._by_key.values():
+            for stream in streams:
+                for topic, (records, size) in list(stream.consumed.items()):
+                    before = totals.get(topic, (0, 0))
+                    totals[topic] = (before[0] + records, before[1] + size)
+        return totals
 
     def shut_down(self) -> None:
         """0.8.2's shutdown command: the streams stop for good, and nothing is handed out after (any thread)."""
