@@ -89,6 +89,10 @@ class LegacyConsumerConfig(ClientSecurityProperties):
         500,
         "zkcoord: records a stream fetches from one partition at a time (0.8.2 bounds bytes instead)",
     )
+    metrics_port: int | None = kafka_field(
+        "zkcoord.metrics.port", None, "zkcoord: serve the member's Prometheus metrics on this port (docs/legacy.md)"
+    )
+    metrics_host: str = kafka_field("zkcoord.metrics.host", "127.0.0.1", "zkcoord: the address the metrics bind")
 
     def __post_init__(self):
         super().__post_init__()

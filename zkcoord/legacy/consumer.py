@@ -16,6 +16,9 @@ the parts run on the hub thread and share a :class:`~zkcoord.legacy.context.Memb
   config says (§5), the log reached with gevent sockets on the same hub, so it never blocks it;
 - :mod:`~zkcoord.legacy.stream`: the :class:`KafkaStream` s that hand records to the application in user
   threads, each through a view of ownership the hub thread replaces under the stream's lock.
+
+Its metrics (:mod:`~zkcoord.legacy.metrics`) count the parts' trace events and read the member when scraped;
+``zkcoord.metrics.port`` serves them from a hub thread of their own, so a slow scrape never holds the member's.
 """
 
 import logging
@@ -27,12 +30,14 @@ from typing import Any
 import gevent
 import gevent.event
 import gevent.socket
+from prometheus_client import CollectorRegistry
 
 from zkcoord.channel import INITIAL_BACKOFF_S, CoordinatorChannel
 from zkcoord.clock import SystemClock
 from zkcoord.config import build_config, parse_bootstrap_servers
 from zkcoord.errors import (
     CommitFailedError,
+    ConfigError,
     ConsumerRebalanceFailedError,
     CoordinatorMembersError,
     SourceError,
@@ -43,6 +48,7 @@ from zkcoord.legacy.commits import OffsetCommits
 from zkcoord.legacy.config import LegacyConsumerConfig
 from zkcoord.legacy.context import MemberContext, Tracer
 from zkcoord.legacy.membership import Membership
+from zkcoord.legacy.metrics import LegacyMetrics
 from zkcoord.legacy.offsets import INACTIVE_STATES, LogOffsets, LogUnavailableError, OffsetsMode
 from zkcoord.legacy.ownership import OwnerNodes, Ownership, ZkOps
 from zkcoord.legacy.rebalance import RebalanceListener, Rebalancer
@@ -70,6 +76,31 @@ def make_consumer_id(group: str, configured: str | None, now_ms: int) -> str:
     return f"{group}_{socket.gethostname()}-{now_ms}-{hex8}"
 
 
+class _Readings:
+    """What the member's metrics read when scraped, from the scraping thread: values the hub thread replaces whole
+    (the assignment) or that are safe to read from any thread (the source, the streams' counts)."""
+
+    def __init__(self, consumer: "LegacyConsumer"):
+        self._consumer = consumer
+
+    def positions(self) -> dict[TopicPartition, int]:
+        ownership = self._consumer._ownership
+        registry = dict(ownership.registry)  # one copy: the hub thread may clear the registry meanwhile
+        return {tp: registry[tp].position for tps in ownership.assignment.values() for tp in tps if tp in registry}
+
+    def end_offsets(self, partitions) -> dict[TopicPartition, int]:
+        return self._consumer.source.end_offsets(partitions)
+
+    def consumed(self) -> dict[str, tuple[int, int]]:
+        return self._consumer._streams.consumed()
+
+    def session_state(self) -> str | None:
+        return self._consumer._lifecycle.connection
+
+    def member_state(self) -> str:
+        return self._consumer._lifecycle.state.name
+
+
 class LegacyConsumer:
     """A member of a Kafka 0.8.2 ZooKeeper consumer group, indistinguishable from a JVM member.
 
@@ -79,6 +110,9 @@ class LegacyConsumer:
     :meth:`close`. Records come from ``source`` (default: a :class:`~zkcoord.sources.SyntheticSource`
     on the member's clock, closed with the member; a source passed in stays the caller's to close)
     through the streams of :meth:`streams`.
+
+    Metrics (docs/legacy.md): :attr:`metrics` is the member's Prometheus collector, to register in a registry
+    of your own; :attr:`metrics_registry` holds it alone, and ``zkcoord.metrics.port`` serves it over HTTP.
     """
 
     def __init__(
@@ -107,12 +141,18 @@ class LegacyConsumer:
         self._bootstrap = (
             parse_bootstrap_servers(self.config.bootstrap_servers) if self.config.bootstrap_servers else None
         )
-        self._trace = Tracer(self._clock, self._group, self.consumer_id, (trace,) if callable(trace) else trace)
+        self.metrics = LegacyMetrics(self.config.effective_client_id, self._group, self.consumer_id, _Readings(self))
+        self.metrics_registry = CollectorRegistry(auto_describe=False)
+        self.metrics_registry.register(self.metrics)
+        sinks = (trace,) if callable(trace) else tuple(trace)
+        self._trace = Tracer(self._clock, self._group, self.consumer_id, (*sinks, self.metrics))
         self._lifecycle = Lifecycle()  # the hub thread's; start() moves it out of NEW before the hub runs
         self._streams = Streams(self._registration, self.config, self.source, self.consumer_id)
         self._ownership = Ownership(self._streams, self._lifecycle, self._trace.emit)
         self._closed = False  # the caller's side: public methods refuse once close() began or start() failed
         self._io: HubThread | None = None
+        self._metrics_io: HubThread | None = None
+        self._metrics_server = None
         self._zk = None
         # The hub-side parts, built by start() on the hub thread.
         self._commits: OffsetCommits | None = None
@@ -143,10 +183,13 @@ class LegacyConsumer:
         self._lifecycle.start()
         self._io = HubThread(f"zkcoord-legacy-{self.consumer_id}").start()
         try:
+            if self.config.metrics_port is not None:  # probes answer from the start: alive, not ready yet
+                self._serve_metrics()
             self._io.call(self._startup, timeout=timeout)
         except BaseException:
             self._io.call(self._shutdown, False)
             self._io.stop()
+            self._stop_metrics()
             self._closed = True
             self._close_source()
             raise
@@ -164,7 +207,38 @@ class LegacyConsumer:
             self._io.call(self._shutdown, self.config.auto_commit_enable, timeout=timeout)
         finally:
             self._io.stop()
+            self._stop_metrics()
             self._close_source()
+
+    def _serve_metrics(self) -> None:
+        from zkcoord.metrics_http import serve_metrics
+
+        self._metrics_io = HubThread(f"zkcoord-legacy-metrics-{self.consumer_id}").start()
+        host, port = self.config.metrics_host, self.config.metrics_port
+        try:
+            self._metrics_server = self._metrics_io.call(
+                lambda: serve_metrics(self.metrics_registry, host, port, readiness=self._readiness), timeout=10.0
+            )
+        except OSError as error:
+            raise ConfigError(f"zkcoord.metrics.port={port}: cannot serve metrics on {host}:{port}: {error}") from None
+
+    def _stop_metrics(self) -> None:
+        if self._metrics_io is None:
+            return
+        if self._metrics_server is not None:
+            self._metrics_io.call(self._metrics_server.stop, timeout=10.0)
+            self._metrics_server = None
+        self._metrics_io.stop()
+        self._metrics_io = None
+
+    def _readiness(self) -> dict:
+        """``/readyz``: ready while registered in a connected session."""
+        lifecycle = self._lifecycle
+        return {
+            "ready": lifecycle.registered and lifecycle.connected,
+            "state": lifecycle.state.name,
+            "session": lifecycle.connection,
+        }
 
     def _close_source(self) -> None:
         if self._owns_source:

@@ -1,0 +1,237 @@
+"""A legacy member's metrics for Prometheus: counters its trace events feed, gauges read from the member when scraped.
+
+:class:`LegacyMetrics` is one of the member's trace sinks: the member's parts only emit events (docs/traces.md), and
+this observer counts them. Gauges (owned partitions, lag, consumed records, ZooKeeper state) are read through a
+:class:`MemberReadings` at each scrape, so nothing is updated twice.
+
+Names: Kafka's consumer metrics where one exists, mapped as zkcoord's client (and Micrometer's KafkaClientMetrics)
+map them, the metric group without ``-metrics`` and every dash an underscore (``consumer-coordinator-metrics``
+``rebalance-total`` → ``kafka_consumer_coordinator_rebalance_total``); zkcoord's own under ``zkcoord_legacy_``.
+Every family is labelled ``client_id``, ``group_id`` and ``consumer_id`` (docs/legacy.md lists them).
+
+Pure: counts plain events and reads through its :class:`MemberReadings`; imports no gevent, kazoo, clock or IO.
+"""
+
+import bisect
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
+from zkcoord.errors import ZkcoordError
+from zkcoord.legacy.states import MemberState
+from zkcoord.model import TopicPartition
+
+log = logging.getLogger(__name__)
+
+LABELS = ("client_id", "group_id", "consumer_id")
+# The trace's store names → the ones of ``offsets.storage`` (and of 0.8.2's KafkaCommitsPerSec/ZooKeeperCommitsPerSec).
+STORES = {"zookeeper": "zookeeper", "log": "kafka"}
+# kazoo's connection states, as the member's lifecycle keeps them.
+SESSION_STATES = ("CONNECTED", "SUSPENDED", "LOST")
+# Rebalance durations, seconds: a 0.8.2 rebalance takes from tens of ms to minutes of retries with back-off.
+REBALANCE_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+
+
+class MemberReadings(Protocol):
+    """What a scrape reads of the member; called from the scraping thread."""
+
+    def positions(self) -> dict[TopicPartition, int]:
+        """Consumed position of every partition the member owns now (none while disconnected); -1: none yet."""
+
+    def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """Log-end offsets from the member's record source; may raise a ZkcoordError."""
+
+    def consumed(self) -> dict[str, tuple[int, int]]:
+        """``{topic: (records, key+value bytes)}`` handed out by the member's streams so far."""
+
+    def session_state(self) -> str | None:
+        """kazoo's last connection state (``CONNECTED``, ``SUSPENDED``, ``LOST``); None before the first."""
+
+    def member_state(self) -> str:
+        """The lifecycle state's name (``REGISTERED``, ``NEW_SESSION``, ...)."""
+
+
+class Histogram:
+    """Cumulative bucket counts and a sum, as a Prometheus histogram exposes them."""
+
+    def __init__(self, bounds: tuple[float, ...]):
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)  # the last one is +Inf
+        self.sum = 0.0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect.bisect_left(self.bounds, value)] += 1
+        self.sum += value
+
+    def buckets(self) -> list[tuple[str, int]]:
+        cumulative, total = [], 0
+        for bound, count in zip((*map(str, self.bounds), "+Inf"), self.counts, strict=True):
+            total += count
+            cumulative.append((bound, total))
+        return cumulative
+
+
+class LegacyMetrics:
+    """One member's metrics: call it with each trace event (on the member's hub thread); a Prometheus collector.
+
+    Counters are plain ints only the hub thread writes; a scrape in another thread reads them whole.
+    """
+
+    def __init__(self, client_id: str, group_id: str, consumer_id: str, readings: MemberReadings):
+        self._labels = [client_id, group_id, consumer_id]
+        self._readings = readings
+        self.rebalances = 0
+        self.failed_rebalances = 0
+        self.rebalance_seconds = Histogram(REBALANCE_BUCKETS_S)
+        self.attempts: dict[str, int] = {}  # by outcome
+        self.commits: dict[str, int] = dict.fromkeys(STORES.values(), 0)  # by store
+        self.committed_offsets: dict[str, int] = dict.fromkeys(STORES.values(), 0)
+        self.commit_failures: dict[str, int] = dict.fromkeys(STORES.values(), 0)
+        self.session_expirations = 0
+
+    def __call__(self, event: Mapping[str, Any]) -> None:
+        kind = event["type"]
+        if kind == "legacy.rebalance_attempt":
+            self.attempts[event["outcome"]] = self.attempts.get(event["outcome"], 0) + 1
+        elif kind == "legacy.rebalance_completed":
+            self.rebalances += 1
+            self.rebalance_seconds.observe(event["duration_ms"] / 1000.0)
+        elif kind == "legacy.rebalance_failed":
+            self.failed_rebalances += 1
+        elif kind == "legacy.committed":
+            store = STORES[event["store"]]
+            self.commits[store] += 1
+            self.committed_offsets[store] += len(event["offsets"])
+        elif kind == "legacy.commit_failed":
+            self.commit_failures[STORES[event["store"]]] += 1
+        elif kind == "legacy.session_expired":
+            self.session_expirations += 1
+
+    # ---- the collector ----------------------------------------------------------------------------------
+
+    def collect(self):
+        yield from self._rebalance_families()
+        yield from self._commit_families()
+        yield from self._ownership_families()
+        yield from self._session_families()
+
+    def _family(self, kind, name: str, documentation: str, labels: Iterable[str] = (), values=None):
+        """A family labelled as every family of the member, with ``values`` ``{label values tuple: value}``."""
+        family = kind(name, documentation, labels=[*LABELS, *labels])
+        for extra, value in (values or {}).items():
+            family.add_metric([*self._labels, *extra], value)
+        return family
+
+    def _rebalance_families(self):
+        yield self._family(
+            CounterMetricFamily,
+            "kafka_consumer_coordinator_rebalance",
+            "Rebalances completed (Kafka consumer-coordinator-metrics rebalance-total)",
+            values={(): self.rebalances},
+        )
+        yield self._family(
+            CounterMetricFamily,
+            "kafka_consumer_coordinator_failed_rebalance",
+            "Rebalances that failed after rebalance.max.retries attempts (Kafka failed-rebalance-total)",
+            values={(): self.failed_rebalances},
+        )
+        yield self._family(
+            CounterMetricFamily,
+            "zkcoord_legacy_rebalance_attempts",
+            "Rebalance attempts by outcome: success, conflict, no-brokers, error (0.8.2 retries failed ones)",
+            ["outcome"],
+            {(outcome,): count for outcome, count in sorted(dict(self.attempts).items())},
+        )
+        histogram = self.rebalance_seconds
+        family = HistogramMetricFamily(
+            "zkcoord_legacy_rebalance_duration_seconds",
+            "Completed rebalances' duration, retries and back-off included (0.8.2 RebalanceRateAndTime; "
+            "the sum is Kafka's rebalance-latency-total)",
+            labels=list(LABELS),
+        )
+        family.add_metric(self._labels, histogram.buckets(), histogram.sum)
+        yield family
+
+    def _commit_families(self):
+        for attribute, name, documentation in (
+            ("commits", "zkcoord_legacy_commits", "Commits that wrote to a store (store=kafka: Kafka's commit-total)"),
+            (
+                "committed_offsets",
+                "zkcoord_legacy_committed_offsets",
+                "Partition offsets written to a store (0.8.2 ZooKeeperCommitsPerSec, KafkaCommitsPerSec)",
+            ),
+            ("commit_failures", "zkcoord_legacy_commit_failures", "Commits a store failed or refused"),
+        ):
+            counts = dict(getattr(self, attribute))
+            by_store = {(store,): counts[store] for store in sorted(counts)}
+            yield self._family(CounterMetricFamily, name, documentation, ["store"], by_store)
+
+    def _ownership_families(self):
+        positions = self._readings.positions()
+        by_topic: dict[str, int] = {}
+        for tp in positions:
+            by_topic[tp.topic] = by_topic.get(tp.topic, 0) + 1
+        yield self._family(
+            GaugeMetricFamily,
+            "kafka_consumer_coordinator_assigned_partitions",
+            "Partitions the member owns now, per topic (Kafka assigned-partitions; 0.8.2 OwnedPartitionsCount)",
+            ["topic"],
+            {(topic,): count for topic, count in sorted(by_topic.items())},
+        )
+        consumed = self._readings.consumed()
+        for index, name, documentation in (
+            (0, "records_consumed", "Records the streams handed out (Kafka records-consumed-total)"),
+            (1, "bytes_consumed", "Key and value bytes the streams handed out (Kafka bytes-consumed-total)"),
+        ):
+            yield self._family(
+                CounterMetricFamily,
+                f"kafka_consumer_fetch_manager_{name}",
+                documentation,
+                ["topic"],
+                {(topic,): counts[index] for topic, counts in sorted(consumed.items())},
+            )
+        yield self._family(
+            GaugeMetricFamily,
+            "kafka_consumer_fetch_manager_records_lag",
+            "Log-end offset minus the consumed position, per owned partition (Kafka records-lag)",
+            ["topic", "partition"],
+            {(tp.topic, str(tp.partition)): lag for tp, lag in sorted(self._lags(positions).items())},
+        )
+
+    def _lags(self, positions: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """Lag of each owned partition with a position; none when the source cannot say where its logs end."""
+        known = [tp for tp, position in positions.items() if position >= 0]
+        if not known:
+            return {}
+        try:
+            ends = self._readings.end_offsets(known)
+        except ZkcoordError as error:
+            log.debug("no log-end offsets for the lag metric: %s", error)
+            return {}
+        return {tp: max(0, ends[tp] - positions[tp]) for tp in known if tp in ends}
+
+    def _session_families(self):
+        session = self._readings.session_state()
+        yield self._family(
+            GaugeMetricFamily,
+            "zkcoord_legacy_zookeeper_session_state",
+            "1 for the member's ZooKeeper connection state (kazoo's), 0 for the others",
+            ["state"],
+            {(state,): int(state == session) for state in SESSION_STATES},
+        )
+        member = self._readings.member_state()
+        yield self._family(
+            GaugeMetricFamily,
+            "zkcoord_legacy_member_state",
+            "1 for the member's lifecycle state (REGISTERED while its ids node exists), 0 for the others",
+            ["state"],
+            {(state.name,): int(state.name == member) for state in MemberState},
+        )
+        yield self._family(
+            CounterMetricFamily,
+            "zkcoord_legacy_zookeeper_session_expirations",
+            "ZooKeeper sessions that expired under the member (Kafka ZooKeeperExpiresPerSec)",
+            values={(): self.session_expirations},
+        )
