@@ -1,10 +1,13 @@
 """The legacy member's metrics observer: trace events counted, gauges read through its readings, names and labels
 as a Prometheus scraper parses them; and the streams' consumed counts it reads."""
 
+import socket
+
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from zkcoord import cli
 from zkcoord.assign.legacy import thread_id
 from zkcoord.clock import ManualClock
 from zkcoord.config import build_config
@@ -176,3 +179,11 @@ def test_streams_count_the_records_and_bytes_they_hand_out_per_topic():
     size = sum(len(record.key) + len(record.value) for record in records)
     assert streams.consumed() == {"t": (2, size)}
 
+
+def test_legacy_run_on_a_metrics_port_in_use_exits_2_naming_it(capsys):
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        argv = ["legacy", "run", "--zookeeper", "127.0.0.1:1", "--group", "g", "--topics", "t"]
+        code = cli.main([*argv, "--source", "synthetic", "--metrics-port", str(port)])
+    assert code == 2
+    assert f"zkcoord.metrics.port={port}: cannot serve metrics on 127.0.0.1:{port}" in capsys.readouterr().err

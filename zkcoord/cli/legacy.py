@@ -117,6 +117,10 @@ def cmd_legacy_run(args: argparse.Namespace) -> int:
     properties["group.id"] = args.group
     if args.consumer_id:
         properties["consumer.id"] = args.consumer_id
+    if args.metrics_port is not None:
+        properties["zkcoord.metrics.port"] = args.metrics_port
+    if args.metrics_host:
+        properties["zkcoord.metrics.host"] = args.metrics_host
     # 0.8.2's ConsoleConsumer sets this too, but refuses a group with offsets unless told to delete them all: a
     # member beside others keeps them, and reset applies only where a partition has none (or an invalid one).
     if args.from_beginning:
@@ -145,6 +149,9 @@ def cmd_legacy_run(args: argparse.Namespace) -> int:
             file=notices,
             flush=True,
         )
+        if consumer.config.metrics_port is not None:
+            address = f"{consumer.config.metrics_host}:{consumer.config.metrics_port}"
+            print(f"metrics at http://{address}/metrics", file=notices, flush=True)
         try:
             consumer.start()  # Ctrl-C here raises KeyboardInterrupt, which start() turns into a clean close
         except KeyboardInterrupt:
@@ -318,6 +325,15 @@ def register(commands) -> None:
         "--source", metavar="SPEC", help="another record source: synthetic[:rate=N,...] or kafka:bootstrap=... "
     )
     run.add_argument("--trace", metavar="FILE", help="append trace events (JSON lines) here")
+    run.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve the member's Prometheus metrics at :PORT/metrics (zkcoord.metrics.port; docs/legacy.md)",
+    )
+    run.add_argument(
+        "--metrics-host", metavar="ADDRESS", help="the address --metrics-port binds (zkcoord.metrics.host; 127.0.0.1)"
+    )
     run.add_argument("--json", action="store_true", help="print every trace event as JSON")
     zookeeper_option(run)
     run.set_defaults(func=cmd_legacy_run)
