@@ -10,7 +10,7 @@ import urllib.request
 from legacy_support import FAST, member, prepare_cluster
 from prometheus_client.parser import text_string_to_metric_families
 
-from zkcoord.testing.zookeeper import wait_until
+from zkcoord.testing.zookeeper import expire_session, wait_until
 from zkcoord.zk.server import free_port
 
 HOST = "127.0.0.1"
@@ -41,7 +41,7 @@ def by_label(samples, name: str, label: str) -> dict[str, float]:
 def test_a_members_metrics_follow_its_rebalances_commits_and_session(zk_connect, zk, tmp_path):
     prepare_cluster(zk, {"t": 4})
     port = free_port(HOST)
-    properties = ("zookeeper.session.timeout.ms=3000", "rebalance.backoff.ms=150", "auto.commit.interval.ms=100")
+    properties = ("rebalance.backoff.ms=150", "auto.commit.interval.ms=100")
     argv = [sys.executable, "-m", "zkcoord.cli", "legacy", "run", "--zookeeper", zk_connect, "--group", "g"]
     argv += ["--topics", "t", "--consumer-id", "a", "--from-beginning", "--metrics-port", str(port)]
     argv += ["--source", f"synthetic:rate=0,initial={RECORDS_PER_PARTITION}"]
@@ -113,3 +113,25 @@ def test_a_members_metrics_follow_its_rebalances_commits_and_session(zk_connect,
             process.kill()
             process.wait(10)
     assert f"metrics at http://{HOST}:{port}/metrics" in (tmp_path / "a.out").read_text()
+
+
+def test_a_session_expiry_is_counted_and_the_state_comes_back_connected(zk_connect, zk):
+    """The Python API serves the same endpoint with ``zkcoord.metrics.port``."""
+    prepare_cluster(zk, {"t": 2})
+    port = free_port(HOST)
+    with member(zk_connect, "a", **{"zkcoord.metrics.port": port}) as consumer:
+        assert total(scrape(port), "kafka_consumer_coordinator_assigned_partitions") == 2
+        expire_session(consumer.zk_client)
+
+        def back():
+            samples = scrape(port)
+            registered = total(samples, "zkcoord_legacy_member_state", state="REGISTERED")
+            return registered == 1 and total(samples, "kafka_consumer_coordinator_rebalance_total") >= 2 and samples
+
+        samples = wait_until(back, timeout=30, interval=0.2, what="the member to re-register and rebalance")
+        assert total(samples, "zkcoord_legacy_zookeeper_session_expirations_total", consumer_id="g_a") == 1
+        assert total(samples, "zkcoord_legacy_zookeeper_session_state", state="CONNECTED") == 1
+        assert total(samples, "kafka_consumer_coordinator_assigned_partitions") == 2
+        rebalances = total(samples, "kafka_consumer_coordinator_rebalance_total")
+        assert total(samples, "zkcoord_legacy_rebalance_attempts_total", outcome="success") == rebalances
+    assert not answers(port)  # closing the member stops its endpoint

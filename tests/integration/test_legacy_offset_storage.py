@@ -239,10 +239,21 @@ def test_dual_commit_writes_zookeeper_only_for_partitions_the_log_accepted_spec_
         assert u0 in consumer.owned_partitions()
         zk.delete(layout.topic_path("u"), recursive=True)  # the coordinator now answers 3 (unknown topic) for u
         eventually(lambda: simple_commit(wire, {u0: 1}, group="probe") == {u0: 3}, 15, "the node to forget u")
+        metrics = consumer.metrics
+        before = (dict(metrics.commits), dict(metrics.committed_offsets), dict(metrics.commit_failures))
         with pytest.raises(CommitFailedError, match="u-0 UNKNOWN_TOPIC_OR_PARTITION"):
             consumer.commit({T0: 5, T1: 6, u0: 9})
         assert logged(cluster) == {T0: 5, T1: 6}
         assert (zk_offset(zk, T0), zk_offset(zk, T1), zk_offset(zk, u0)) == (5, 6, None)
+        # Counted per store: both wrote T0 and T1; the log's refusal of u-0 is its failure.
+        after = (metrics.commits, metrics.committed_offsets, metrics.commit_failures)
+        assert [
+            {store: now[store] - then[store] for store in now} for then, now in zip(before, after, strict=True)
+        ] == [
+            {"kafka": 1, "zookeeper": 1},
+            {"kafka": 2, "zookeeper": 2},
+            {"kafka": 1, "zookeeper": 0},
+        ]
         # Only changed positions go to ZooKeeper (the checkpoint), every position to the log.
         version = zk.get(layout.offset_path("g", *T1))[1].version
         with pytest.raises(CommitFailedError):
