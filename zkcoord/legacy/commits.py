@@ -263,7 +263,7 @@ class OffsetCommits(MemberPart):
         self._trace_committed("zookeeper", {tp: position for tp, (_, position) in changed.items()})
 
     def _trace_committed(self, store: str, offsets: Mapping[TopicPartition, int]) -> None:
-        if self._trace.sinks:
+        if offsets:  # a log commit it refused whole wrote nothing: its failure is traced instead
             self._trace.emit(
                 "legacy.committed", store=store, offsets=[[*tp, offset] for tp, offset in sorted(offsets.items())]
             )
