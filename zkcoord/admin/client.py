@@ -13,10 +13,11 @@ ZooKeeper client of the legacy side. Must not import the CLI, the renderer, the 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from kazoo.client import KazooClient
 
+from zkcoord.admin.broker_offsets import BROKER_TIMEOUT_MS, BrokerOffsets
 from zkcoord.admin.coordinator_groups import CoordinatorGroups
 from zkcoord.admin.kafka_groups import KafkaGroups
 from zkcoord.admin.legacy_groups import LegacyGroups
@@ -65,7 +66,8 @@ class AdminClient:
     ``bootstrap_servers`` ("h:p,h:p") reach the coordinator nodes; without it they are discovered under
     ``root`` in ZooKeeper. ``zookeeper_connect`` ("h:p[,h:p][/chroot]") is needed for legacy groups.
     ``source`` is a record source (or a spec for ``zkcoord.sources.open_source``) giving log-start and
-    log-end offsets; without one, LOG-END-OFFSET and LAG are unknown.
+    log-end offsets; without one they come from the brokers registered in that ZooKeeper (``/brokers/ids``), and
+    are unknown when none is registered or answers (``warn`` is told why, once; ``broker_offsets.problem`` says it).
 
     ``protocol="kafka"``: ``bootstrap_servers`` are brokers of any Kafka-protocol coordinator (a Kafka
     cluster, zkcoord's Kafka listener), spoken to through kafka-python; log offsets come from them
@@ -86,6 +88,7 @@ class AdminClient:
         client_id: str = "zkcoord-admin",
         protocol: str = MSGPACK,
         security: ClientSecurity | Mapping[str, object] | None = None,
+        warn: Callable[[str], None] | None = None,
     ):
         if protocol not in (MSGPACK, KAFKA):
             raise ConfigError(f"AdminClient protocol {protocol!r}: use {MSGPACK!r} or {KAFKA!r}")
@@ -106,6 +109,9 @@ class AdminClient:
             source = open_source(source)
         self.source = source
         self._legacy_groups = LegacyGroups(zookeeper_connect) if zookeeper_connect else None
+        self.broker_offsets = None
+        if zookeeper_connect and source is None:
+            self.broker_offsets = BrokerOffsets(self._zookeeper, min(request_timeout_ms, BROKER_TIMEOUT_MS), warn)
         if protocol == KAFKA:
             servers = bootstrap_servers if isinstance(bootstrap_servers, str) else ",".join(bootstrap_servers)
             options = security.kafka_python_options()
@@ -122,6 +128,8 @@ class AdminClient:
         self._coordinators.close()
         if self._legacy_groups is not None:
             self._legacy_groups.close()
+        if self.broker_offsets is not None:
+            self.broker_offsets.close()
         if self._owns_source and self.source is not None:
             self.source.close()
             self.source = None
@@ -369,14 +377,18 @@ class AdminClient:
             raise UnknownTopicOrPartitionError(f"This server does not host this topic-partition: {unknown[0]}")
 
     def _start_offsets(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
-        if self.source is None or not partitions:
+        if self._log_offsets() is None or not partitions:
             return {}
-        return dict(self.source.beginning_offsets(partitions))
+        return dict(self._log_offsets().beginning_offsets(partitions) or {})
 
     def _end_offsets(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int] | None:
-        if self.source is None:
+        if self._log_offsets() is None:
             return None
-        return dict(self.source.end_offsets(partitions)) if partitions else {}
+        return self._log_offsets().end_offsets(partitions) if partitions else {}
+
+    def _log_offsets(self):
+        """Where log offsets come from: the record source, else the brokers registered in ZooKeeper."""
+        return self.source if self.source is not None else self.broker_offsets
 
     # -- where the coordinator nodes and ZooKeeper are ---------------------------------------------------------
 

@@ -70,6 +70,7 @@ def _groups_client(args: argparse.Namespace):
         source=args.source,
         request_timeout_ms=args.timeout,
         security=security,
+        warn=lambda message: print(f"WARN: {message}", file=sys.stderr),
     )
 
 
