@@ -1,0 +1,91 @@
+"""The windows of every watched group, built from periodic observations of committed offsets and log ends.
+
+Kafka's OffsetFetch says what is committed, not when, so a poll counts as a commit when the offset moved since the
+last one, or when a live member owns the partition (a live member commits: docs/lag.md). Pure: the caller passes
+``now_ms``; the windows go to and come from JSON (``zkcoord lag --state-file``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from zkcoord.lag.evaluator import Commit, GroupLag, PartitionWindow, WindowConfig, evaluate_group
+from zkcoord.model import TopicPartition
+
+STATE_VERSION = 1
+BURROW_DEFAULTS = WindowConfig()
+
+
+@dataclass(frozen=True)
+class PartitionObservation:
+    """One poll of one partition: the offset the group's readers would start from, the log end (None: unknown),
+    and whether a live member owns the partition."""
+
+    committed: int
+    log_end: int | None
+    owned: bool
+
+
+class LagWindows:
+    """Per group and partition, a :class:`PartitionWindow` of ``config.intervals`` commits."""
+
+    def __init__(self, config: WindowConfig = BURROW_DEFAULTS):
+        self.config = config
+        self._groups: dict[str, dict[TopicPartition, PartitionWindow]] = {}
+
+    def observe(self, group_id: str, observed: Mapping[TopicPartition, PartitionObservation] | None, now_ms: int):
+        """Add one poll of ``group_id``; None: the group exists nowhere now, and its windows are dropped."""
+        if observed is None:
+            self._groups.pop(group_id, None)
+            return
+        before = self._groups.get(group_id, {})
+        windows = {}
+        for tp, seen in observed.items():
+            window = before.get(tp, PartitionWindow())
+            if seen.log_end is not None:
+                window = window.with_log_end(seen.log_end, self.config)
+            moved = not window.commits or window.commits[-1].offset != seen.committed
+            if moved or seen.owned:
+                window = window.with_commit(seen.committed, now_ms, self.config)
+            windows[tp] = window
+        self._groups[group_id] = windows
+
+    def evaluate(self, group_id: str, now_ms: int) -> GroupLag:
+        return evaluate_group(group_id, self._groups.get(group_id), now_ms, self.config)
+
+    def to_json(self) -> dict:
+        return {
+            "version": STATE_VERSION,
+            "groups": {
+                group_id: [
+                    {
+                        "topic": tp.topic,
+                        "partition": tp.partition,
+                        "commits": [[c.offset, c.lag, c.timestamp_ms] for c in window.commits],
+                        "log_ends": list(window.log_ends),
+                    }
+                    for tp, window in sorted(windows.items())
+                ]
+                for group_id, windows in sorted(self._groups.items())
+            },
+        }
+
+    @classmethod
+    def from_json(cls, document: Mapping, config: WindowConfig = BURROW_DEFAULTS) -> LagWindows:
+        """Windows saved by :meth:`to_json`; ValueError for a document that is not one."""
+        if not isinstance(document, Mapping) or document.get("version") != STATE_VERSION:
+            raise ValueError(f"not a lag state of version {STATE_VERSION}")
+        windows = cls(config)
+        try:
+            for group_id, partitions in document["groups"].items():
+                windows._groups[group_id] = {
+                    TopicPartition(p["topic"], int(p["partition"])): PartitionWindow(
+                        tuple(Commit(int(o), int(lag), int(t)) for o, lag, t in p["commits"])[-config.intervals :],
+                        tuple(int(end) for end in p["log_ends"])[-config.intervals :],
+                    )
+                    for p in partitions
+                }
+        except (KeyError, TypeError, ValueError, AttributeError) as error:
+            raise ValueError(f"not a lag state: {error!r}") from None
+        return windows
