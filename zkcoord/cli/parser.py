@@ -5,9 +5,23 @@ Knows the families, not their options: each family module's ``register(commands)
 
 import argparse
 
-from zkcoord.cli import acls, cluster, compare, coordinator, demo, faults, groups, kafka, legacy, log, migrate, users
+from zkcoord.cli import (
+    acls,
+    cluster,
+    compare,
+    coordinator,
+    demo,
+    faults,
+    groups,
+    kafka,
+    lag,
+    legacy,
+    log,
+    migrate,
+    users,
+)
 
-FAMILIES = (cluster, kafka, legacy, log, coordinator, groups, acls, users, migrate, compare, faults, demo)
+FAMILIES = (cluster, kafka, legacy, log, coordinator, groups, lag, acls, users, migrate, compare, faults, demo)
 
 
 def build_parser() -> argparse.ArgumentParser:

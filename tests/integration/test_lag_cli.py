@@ -1,0 +1,306 @@
+"""``zkcoord lag`` as an operator runs it, over the real Kafka broker: groups of each Burrow status (lagging,
+stalled, stopped, rewinding, and one keeping up) built for each kind (legacy offsets in ZooKeeper, a coordinator
+group, a migrating group whose readers read the log), observed once per simulated minute through
+``--state-file`` with a clock the test moves; ``--watch``; ``lag serve`` scraped by Prometheus' parser; exit
+codes (docs/lag.md)."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+import urllib.request
+import uuid
+
+import pytest
+from kazoo.client import KazooClient
+from prometheus_client.parser import text_string_to_metric_families
+from test_admin import commit, form_group
+
+from zkcoord.cli import lag as lag_cli
+from zkcoord.cli import main
+from zkcoord.clock import ManualClock
+from zkcoord.migration import store
+from zkcoord.migration.phases import MigrationState, Phase
+from zkcoord.testing.node_process import HOST, NodeProcess
+from zkcoord.testing.zookeeper import wait_until
+from zkcoord.zk import layout
+from zkcoord.zk.server import free_port
+
+ROOT = "/zkcoord-lag"  # this module's node and migration states, apart from other modules' on the broker's chroot
+NODE_OVERRIDES = {
+    "offsets.topic.num.partitions": 2,
+    "group.initial.rebalance.delay.ms": 0,
+    "group.min.session.timeout.ms": 10,
+    "zookeeper.session.timeout.ms": 4000,
+    "zkcoord.root": ROOT,
+}
+MINUTE_MS = 60_000
+RECORDS_PER_MINUTE = 20
+# Per scenario, the offset committed at each of four observations (the log end is 20, 40, 60, 80 then), and
+# whether a live member owns the partition; then the group's status and the partition's.
+SCENARIOS = {
+    "ok": ((20, 40, 60, 80), True, "OK", "OK"),
+    "lagging": ((5, 10, 15, 20), True, "WARN", "WARN"),
+    "stalled": ((5, 5, 5, 5), True, "ERR", "STALL"),
+    "stopped": ((5, 10, 10, 10), False, "ERR", "STOP"),
+    "rewinding": ((30, 35, 8, 9), True, "ERR", "REWIND"),
+}
+
+
+@pytest.fixture(scope="module")
+def node(kafka, tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("lag")
+    started = NodeProcess(1, kafka.zk_connect, workdir / "log", NODE_OVERRIDES, workdir)
+    try:
+        started.wait_serving()
+        yield started
+    finally:
+        started.stop()
+
+
+@pytest.fixture
+def zk(kafka):
+    client = KazooClient(hosts=kafka.zk_connect)
+    client.start(timeout=15)
+    yield client
+    client.stop()
+    client.close()
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    manual = ManualClock(1_800_000_000_000)
+    monkeypatch.setattr(lag_cli, "CLOCK", manual)
+    return manual
+
+
+@pytest.fixture
+def topic(kafka):
+    name = f"lag-{uuid.uuid4().hex[:8]}"
+    kafka.create_topic(name, 1)
+    return name
+
+
+def lag(capsys, kafka, *args: str) -> tuple[int, str, str]:
+    """``zkcoord lag --zookeeper <broker's chroot> --root ROOT ARGS`` in process: exit code, stdout, stderr."""
+    code = main(["lag", "--zookeeper", kafka.zk_connect, "--root", ROOT, "--timeout", "10000", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+class LegacyGroup:
+    """A 0.8.2 group as ZooKeeper holds it: a registered consumer owning partition 0 (when owned), offsets."""
+
+    def __init__(self, zk: KazooClient, name: str, topic: str, owned: bool):
+        self.zk, self.name, self.topic = zk, name, topic
+        if owned:
+            consumer = f"{name}_c1"
+            registration = layout.ConsumerRegistration({topic: 1}, timestamp_ms=1)
+            zk.create(
+                layout.consumer_path(name, consumer), layout.encode_consumer_registration(registration), makepath=True
+            )
+            zk.create(layout.owner_path(name, topic, 0), layout.encode_owner(f"{consumer}-0"), makepath=True)
+
+    def commit(self, offset: int) -> None:
+        path = layout.offset_path(self.name, self.topic, 0)
+        self.zk.ensure_path(path)
+        self.zk.set(path, layout.encode_offset(offset))
+
+
+class CoordinatorGroup:
+    """A group on the node: a static member assigned partition 0 (when owned) that commits, else simple commits."""
+
+    def __init__(self, node: NodeProcess, name: str, topic: str, owned: bool):
+        self.address, self.name, self.topic = node.address, name, topic
+        self.member = None
+        if owned:
+            member_id = form_group(self.address, name, {"m": (topic,)}, {"m": {topic: [0]}})["m"]
+            self.member = (member_id, "m", 1)
+
+    def commit(self, offset: int) -> None:
+        commit(self.address, self.name, {(self.topic, 0): offset}, self.member)
+
+
+class MigratingGroup(CoordinatorGroup):
+    """A group in LOG_PRIMARY: its readers read the log; ZooKeeper keeps an offset (50) no reader uses."""
+
+    def __init__(self, node: NodeProcess, zk: KazooClient, name: str, topic: str, owned: bool):
+        zk.create(layout.offset_path(name, topic, 0), layout.encode_offset(50), makepath=True)
+        store.write_state(zk, ROOT, name, MigrationState(Phase.LOG_PRIMARY, epoch=1), store.NO_VERSION)
+        super().__init__(node, name, topic, owned)
+
+
+def build_groups(kind: str, node, zk, topic: str) -> dict[str, object]:
+    groups = {}
+    for scenario, (_, owned, _, _) in SCENARIOS.items():
+        name = f"{kind}-{scenario}-{topic}"
+        if kind == "legacy":
+            groups[scenario] = LegacyGroup(zk, name, topic, owned)
+        elif kind == "coordinator":
+            groups[scenario] = CoordinatorGroup(node, name, topic, owned)
+        else:
+            groups[scenario] = MigratingGroup(node, zk, name, topic, owned)
+    return groups
+
+
+@pytest.mark.parametrize("kind", ["legacy", "coordinator", "migrating"])
+def test_each_status_of_each_kind_of_group(capsys, kafka, node, zk, clock, topic, tmp_path, kind):
+    groups = build_groups(kind, node, zk, topic)
+    state = str(tmp_path / "lag-state.json")
+    selected = [option for group in groups.values() for option in ("--group", group.name)]
+    for minute in range(4):
+        kafka.produce(topic, [b"r"] * RECORDS_PER_MINUTE, partition=0)
+        for scenario, group in groups.items():
+            group.commit(SCENARIOS[scenario][0][minute])
+        code, out, err = lag(capsys, kafka, "--state-file", state, "--json", *selected)
+        assert "error" not in err, err
+        clock.advance(MINUTE_MS)
+    documents = {document["group"]: document for document in json.loads(out)}
+    statuses = {
+        scenario: (documents[group.name]["status"], documents[group.name]["partitions"][0]["status"])
+        for scenario, group in groups.items()
+    }
+    assert statuses == {scenario: (expected[2], expected[3]) for scenario, expected in SCENARIOS.items()}
+    assert documents[groups["lagging"].name]["totallag"] == 60
+    assert code == 1
+
+    # The table, and an all-OK selection exits 0.
+    code, out, _ = lag(capsys, kafka, "--state-file", state, "--group", groups["ok"].name)
+    assert code == 0
+    assert out.split("\n")[0].split() == [
+        "GROUP",
+        "TOPIC",
+        "PARTITION",
+        "CURRENT-OFFSET",
+        "LOG-END-OFFSET",
+        "LAG",
+        "STATUS",
+    ]
+    assert out.split("\n")[1].split() == [groups["ok"].name, topic, "0", "80", "80", "0", "OK"]
+    assert f"Group {groups['ok'].name}: OK (total lag 0" in out
+
+
+def test_one_observation_says_what_it_cannot_tell_and_unknown_groups_are_notfound(capsys, kafka, zk, topic):
+    stalled = LegacyGroup(zk, f"one-shot-{topic}", topic, owned=True)
+    kafka.produce(topic, [b"r"] * 5, partition=0)
+    stalled.commit(2)
+    code, out, err = lag(capsys, kafka, "--group", stalled.name, "--group", f"nowhere-{topic}")
+    assert code == 1  # the unknown group
+    assert f"{stalled.name}  {topic}  0          2               5               3    OK" in out
+    assert f"Group nowhere-{topic}: NOTFOUND" in out
+    assert "one observation shows no trend" in err
+
+
+def test_watch_builds_the_window_across_iterations(capsys, kafka, zk, clock, topic, monkeypatch):
+    stalled = LegacyGroup(zk, f"watched-{topic}", topic, owned=True)
+    kafka.produce(topic, [b"r"] * 5, partition=0)
+    stalled.commit(2)
+    monkeypatch.setattr(lag_cli.time, "sleep", lambda seconds: clock.advance(int(seconds * 1000)))
+    code, out, err = lag(capsys, kafka, "--group", stalled.name, "--watch", "60", "--iterations", "3")
+    assert (code, err) == (1, "")
+    assert [line for line in out.splitlines() if line.startswith("Group")] == [
+        f"Group {stalled.name}: OK (total lag 3, max lag 3 on {topic}-0)",
+        f"Group {stalled.name}: ERR (total lag 3, max lag 3 on {topic}-0)",
+        f"Group {stalled.name}: ERR (total lag 3, max lag 3 on {topic}-0)",
+    ]
+    assert out.count("STALL") == 2
+
+    def interrupt(_seconds):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(lag_cli.time, "sleep", interrupt)
+    code, _, err = lag(capsys, kafka, "--group", stalled.name, "--watch", "60")
+    assert (code, err) == (130, "interrupted; nothing was changed (zkcoord lag only reads)\n")
+    code, _, err = lag(capsys, kafka, "--group", stalled.name, "--watch", "--iterations", "0")
+    assert (code, err) == (2, "error: --iterations must be at least 1\n")
+
+
+def test_unreachable_brokers_are_a_connection_error(capsys, kafka, zk_connect):
+    # A chroot where brokers are registered that do not answer.
+    dead = KazooClient(hosts=zk_connect)
+    dead.start(timeout=15)
+    try:
+        dead.create(layout.offset_path("g", "t", 0), layout.encode_offset(1), makepath=True)
+        code, _, err = lag(capsys, kafka, "--group", "g", "--zookeeper", zk_connect)
+        assert (code, err.strip()) == (2, f"error: no broker is registered under /brokers/ids (ZooKeeper {zk_connect})")
+        port = free_port(HOST)
+        dead.create(
+            layout.broker_path(1), json.dumps({"version": 1, "host": HOST, "port": port}).encode(), makepath=True
+        )
+        code, _, err = lag(capsys, kafka, "--group", "g", "--zookeeper", zk_connect, "--timeout", "2000")
+        assert code == 2 and err.startswith("error: no broker registered under /brokers/ids answers")
+        assert len(err.strip().splitlines()) == 1
+    finally:
+        dead.stop()
+        dead.close()
+
+
+def test_describe_reads_the_log_end_from_the_brokers(capsys, kafka, zk, topic):
+    group = LegacyGroup(zk, f"described-{topic}", topic, owned=False)
+    kafka.produce(topic, [b"r"] * 7, partition=0)
+    group.commit(3)
+    code = main(["groups", "--zookeeper", kafka.zk_connect, "--root", ROOT, "describe", "--group", group.name])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    # TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG, without --source
+    assert re.search(rf"\b{topic}\s+0\s+3\s+7\s+4\s", out), out
+    assert "WARN" not in err
+
+
+def test_serve_answers_burrow_json_and_kafka_exporter_metrics(kafka, zk, topic):
+    lagging = LegacyGroup(zk, f"served-{topic}", topic, owned=True)
+    kafka.produce(topic, [b"r"] * 9, partition=0)
+    lagging.commit(4)
+    port = free_port(HOST)
+    command = [sys.executable, "-m", "zkcoord.cli", "lag", "serve", "--port", str(port), "--interval", "0.2"]
+    command += ["--zookeeper", kafka.zk_connect, "--root", ROOT, "--group", lagging.name, "--cluster", "local"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        base = f"http://{HOST}:{port}"
+
+        def stalled() -> dict | None:
+            try:
+                with urllib.request.urlopen(f"{base}/metrics", timeout=5) as answer:
+                    text = answer.read().decode()
+            except OSError:
+                return None
+            families = {family.name: family for family in text_string_to_metric_families(text)}
+            partition = families["zkcoord_consumergroup_partition_status"].samples
+            return families if any(s.labels["status"] == "STALL" and s.value == 1 for s in partition) else None
+
+        # Polls owned by a live member are commits: after two evaluations the partition is STALL.
+        families = wait_until(stalled, timeout=30, what="the partition to be STALL")
+        labels = {"consumergroup": lagging.name, "topic": topic, "partition": "0"}
+        samples = {
+            name: [(s.labels, s.value) for s in families[name].samples]
+            for name in ("kafka_consumergroup_lag", "kafka_consumergroup_current_offset", "kafka_consumergroup_lag_sum")
+        }
+        assert samples == {
+            "kafka_consumergroup_lag": [(labels, 5.0)],
+            "kafka_consumergroup_current_offset": [(labels, 4.0)],
+            "kafka_consumergroup_lag_sum": [({"consumergroup": lagging.name, "topic": topic}, 5.0)],
+        }
+        group_status = {s.labels["status"]: s.value for s in families["zkcoord_consumergroup_status"].samples}
+        assert group_status == {"OK": 0.0, "WARN": 0.0, "ERR": 1.0}
+
+        with urllib.request.urlopen(f"{base}/v3/kafka/local/consumer/{lagging.name}/status", timeout=5) as answer:
+            document = json.load(answer)
+        assert document["status"]["status"] == "ERR"
+        assert [(p["topic"], p["status"], p["current_lag"]) for p in document["status"]["partitions"]] == [
+            (topic, "STALL", 5)
+        ]
+        with pytest.raises(urllib.error.HTTPError) as missing:
+            urllib.request.urlopen(f"{base}/v3/kafka/local/consumer/nobody/status", timeout=5)
+        assert missing.value.code == 404
+        assert json.load(missing.value)["status"]["status"] == "NOTFOUND"
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            out, err = process.communicate(timeout=30)
+        finally:
+            process.kill()
+    assert process.returncode == 130
+    assert err.strip() == "interrupted; nothing was changed (zkcoord lag only reads)"
