@@ -16,6 +16,7 @@ from zkcoord.lag import (
     evaluate_group,
     group_status,
     partition_status,
+    report,
 )
 from zkcoord.model import TopicPartition
 
@@ -224,3 +225,23 @@ def test_the_group_status_follows_its_partitions(per_partition, wait):
     else:
         assert lag.status == GroupStatus.OK
     assert lag.total_lag == sum(p.current_lag for p in lag.partitions)
+
+
+# ---- what is shown ----------------------------------------------------------------------------------------------
+
+
+def test_burrows_json_and_kafka_exporters_metrics_of_an_evaluation():
+    windows = {TP: window([10, 10], [50, 50]), TopicPartition("orders", 1): window([5, 9], [9, 9])}
+    lag = evaluate_group("g", windows, MINUTE, CONFIG)
+    document = report.group_json("local", lag, show_all=False)
+    assert (document["status"], document["totallag"], document["complete"]) == ("ERR", 40, 0.0)
+    assert [(p["partition"], p["status"], p["current_lag"]) for p in document["partitions"]] == [(0, "STALL", 40)]
+    assert document["maxlag"]["end"] == {"offset": 10, "timestamp": MINUTE, "lag": 40}
+    samples = {
+        (family.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in report.metric_families([lag])
+        for sample in family.samples
+    }
+    assert samples[("kafka_consumergroup_lag", (("consumergroup", "g"), ("partition", "0"), ("topic", "orders")))] == 40
+    assert samples[("kafka_consumergroup_lag_sum", (("consumergroup", "g"), ("topic", "orders")))] == 40
+    assert samples[("zkcoord_consumergroup_status", (("consumergroup", "g"), ("status", "ERR")))] == 1

@@ -47,12 +47,19 @@ def group_json(cluster: str, lag: GroupLag, show_all: bool = True) -> dict:
         "cluster": cluster,
         "group": lag.group_id,
         "status": lag.status.name,
-        "complete": min((p.complete for p in lag.partitions), default=0.0),
+        "complete": _complete(lag),
         "partitions": [partition_json(p) for p in partitions],
         "partition_count": len(lag.partitions),
         "maxlag": partition_json(lag.max_lag) if lag.max_lag else None,
         "totallag": lag.total_lag,
     }
+
+
+def _complete(lag: GroupLag) -> float:
+    """Burrow's: the share of partitions whose window is full (0 without partitions)."""
+    if not lag.partitions:
+        return 0.0
+    return sum(1 for p in lag.partitions if p.complete == 1.0) / len(lag.partitions)
 
 
 def partition_json(p: PartitionLag) -> dict:
