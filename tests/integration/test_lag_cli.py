@@ -1,6 +1,7 @@
 """``zkcoord lag`` as an operator runs it, over the real Kafka broker: groups of each Burrow status (lagging,
 stalled, stopped, rewinding, and one keeping up) built for each kind (legacy offsets in ZooKeeper, a coordinator
-group, a migrating group whose readers read the log), observed once per simulated minute through
+group, a migrating group whose readers read the log, one migrated back whose readers read ZooKeeper, a mixed
+DUAL_WRITE group whose readers read the larger of both), observed once per simulated minute through
 ``--state-file`` with a clock the test moves; ``--watch``; ``lag serve`` scraped by Prometheus' parser; exit
 codes (docs/lag.md)."""
 
@@ -133,12 +134,35 @@ class MigratingGroup(CoordinatorGroup):
         super().__init__(node, name, topic, owned)
 
 
-def build_groups(kind: str, node, zk, topic: str) -> dict[str, object]:
+def rolled_back_group(node, zk: KazooClient, name: str, topic: str, owned: bool) -> LegacyGroup:
+    """A group migrated back to ZK_ONLY: its readers read ZooKeeper, and the log keeps an offset (50) from before
+    (a group in both places whose coordinator side is not what its members read)."""
+    commit(node.address, name, {(topic, 0): 50})
+    store.write_state(zk, ROOT, name, MigrationState(Phase.ZK_ONLY, epoch=2), store.NO_VERSION)
+    return LegacyGroup(zk, name, topic, owned)
+
+
+def mixed_group(kafka, zk: KazooClient, name: str, topic: str, owned: bool) -> LegacyGroup:
+    """A legacy group taken to DUAL_WRITE by ``zkcoord migrate``: one group of both kinds (the bridge), whose
+    readers read the larger of ZooKeeper's offset and the log's; its members commit to ZooKeeper, as 0.8.2's do."""
+    group = LegacyGroup(zk, name, topic, owned)
+    group.commit(0)
+    command = ["migrate", "up", "--group", name, "--to", "0001_dual_commit", "--zookeeper", kafka.zk_connect]
+    assert main([*command, "--root", ROOT]) == 0
+    assert store.read_bridge(zk, ROOT, name) is not None
+    return group
+
+
+def build_groups(kind: str, kafka, node, zk, topic: str) -> dict[str, object]:
     groups = {}
     for scenario, (_, owned, _, _) in SCENARIOS.items():
         name = f"{kind}-{scenario}-{topic}"
         if kind == "legacy":
             groups[scenario] = LegacyGroup(zk, name, topic, owned)
+        elif kind == "rolled-back":
+            groups[scenario] = rolled_back_group(node, zk, name, topic, owned)
+        elif kind == "mixed":
+            groups[scenario] = mixed_group(kafka, zk, name, topic, owned)
         elif kind == "coordinator":
             groups[scenario] = CoordinatorGroup(node, name, topic, owned)
         else:
@@ -146,9 +170,15 @@ def build_groups(kind: str, node, zk, topic: str) -> dict[str, object]:
     return groups
 
 
-@pytest.mark.parametrize("kind", ["legacy", "coordinator", "migrating"])
+@pytest.mark.parametrize("kind", ["legacy", "coordinator", "migrating", "rolled-back", "mixed"])
 def test_each_status_of_each_kind_of_group(capsys, kafka, node, zk, clock, topic, tmp_path, kind):
-    groups = build_groups(kind, node, zk, topic)
+    groups = build_groups(kind, kafka, node, zk, topic)
+    expected = {scenario: (group_status, status) for scenario, (*_, group_status, status) in SCENARIOS.items()}
+    if kind == "mixed":
+        # The log holds 35 from the start: readers take the larger offset, so ZooKeeper's rewind is not theirs.
+        commit(node.address, groups["rewinding"].name, {(topic, 0): 35})
+        expected["rewinding"] = ("OK", "OK")
+    capsys.readouterr()
     state = str(tmp_path / "lag-state.json")
     selected = [option for group in groups.values() for option in ("--group", group.name)]
     for minute in range(4):
@@ -163,7 +193,7 @@ def test_each_status_of_each_kind_of_group(capsys, kafka, node, zk, clock, topic
         scenario: (documents[group.name]["status"], documents[group.name]["partitions"][0]["status"])
         for scenario, group in groups.items()
     }
-    assert statuses == {scenario: (expected[2], expected[3]) for scenario, expected in SCENARIOS.items()}
+    assert statuses == expected
     assert documents[groups["lagging"].name]["totallag"] == 60
     assert code == 1
 

@@ -49,6 +49,10 @@ class BrokerOffsets:
     def end_offsets(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int] | None:
         return self._list(partitions, earliest=False)
 
+    def retry(self) -> None:
+        """Forget the last problem: the next call reads the registrations and asks the brokers again."""
+        self.problem = None
+
     def close(self) -> None:
         if self._source is not None:
             self._source.close()

@@ -67,6 +67,7 @@ class Evaluation:
         """One observation of every group (or the ``--group`` ones) and their evaluation at the clock's time."""
         from zkcoord.admin.lag_observer import every_group, observe_groups
 
+        self.client.broker_offsets.retry()  # a broker that failed an evaluation is asked again in the next
         group_ids = self.groups or every_group(self.client)
         observed = observe_groups(self.client, group_ids)
         if (problem := self.client.broker_offsets.problem) is not None:
