@@ -245,7 +245,7 @@ def test_watch_builds_the_window_across_iterations(capsys, kafka, zk, clock, top
     code, _, err = lag(capsys, kafka, "--group", stalled.name, "--watch", "60")
     assert (code, err) == (130, "interrupted; nothing was changed (zkcoord lag only reads)\n")
     code, _, err = lag(capsys, kafka, "--group", stalled.name, "--watch", "--iterations", "0")
-    assert (code, err) == (2, "error: --iterations must be at least 1\n")
+    assert (code, err) == (2, "error: --iterations takes a number of at least 1, with --watch\n")
 
 
 def test_unreachable_brokers_are_a_connection_error(capsys, kafka, zk_connect):

@@ -11,6 +11,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from kazoo.exceptions import KazooException
@@ -80,8 +81,8 @@ class Evaluation:
 
 def cmd_lag(args: argparse.Namespace) -> int:
     """Evaluate once, or every ``--watch`` seconds; the exit code of the last evaluation."""
-    if args.iterations is not None and args.iterations < 1:
-        raise UsageError("--iterations must be at least 1")
+    if args.iterations is not None and (args.iterations < 1 or args.watch is None):
+        raise UsageError("--iterations takes a number of at least 1, with --watch")
 
     def evaluate(evaluation: Evaluation) -> int:
         if args.state_file:
@@ -91,7 +92,7 @@ def cmd_lag(args: argparse.Namespace) -> int:
     return _guarded(args, evaluate)
 
 
-def _guarded(args: argparse.Namespace, work) -> int:
+def _guarded(args: argparse.Namespace, work: Callable[[Evaluation], int]) -> int:
     """``work(evaluation)``'s exit code; 2 with one line when a service cannot be reached, 130 on Ctrl-C."""
     try:
         evaluation = Evaluation(args)
@@ -108,7 +109,7 @@ def _guarded(args: argparse.Namespace, work) -> int:
 
 
 def _evaluate_repeatedly(evaluation: Evaluation, args: argparse.Namespace) -> int:
-    iterations = args.iterations if args.iterations is not None else (None if args.watch is not None else 1)
+    iterations = args.iterations if args.watch is not None else 1
     done = 0
     while True:
         lags = evaluation.run()
@@ -207,14 +208,18 @@ def _options(parser: argparse.ArgumentParser, top: bool) -> None:
     parser.add_argument("--group", action="append", default=default(None), help="a group (repeatable; default all)")
     parser.add_argument("--timeout", type=int, metavar="MS", default=default(30000), help="request timeout")
     parser.add_argument("--cluster", default=default("local"), help="the cluster name in JSON and HTTP paths")
-    parser.add_argument("--intervals", type=int, default=default(10), help="commits kept per partition (10)")
+    parser.add_argument(
+        "--intervals", type=int, metavar="N", default=default(10), help="commits kept per partition (10)"
+    )
     parser.add_argument(
         "--min-distance", type=float, metavar="S", default=default(0.0), help="merge commits closer than this (0)"
     )
     parser.add_argument(
         "--expire-group", type=float, metavar="S", default=default(604800.0), help="forget commits older (7 days)"
     )
-    parser.add_argument("--allowed-lag", type=int, default=default(0), help="lag up to this counts as none (0)")
+    parser.add_argument(
+        "--allowed-lag", type=int, metavar="N", default=default(0), help="lag up to this counts as none (0)"
+    )
     command_config_option(parser, default(None))
 
 
