@@ -272,11 +272,14 @@ def test_describe_reads_the_log_end_from_the_brokers(capsys, kafka, zk, topic):
     group = LegacyGroup(zk, f"described-{topic}", topic, owned=False)
     kafka.produce(topic, [b"r"] * 7, partition=0)
     group.commit(3)
+    gone = f"gone-{topic}"  # offsets of a topic the brokers do not have (deleted since)
+    zk.create(layout.offset_path(group.name, gone, 0), layout.encode_offset(1), makepath=True)
     code = main(["groups", "--zookeeper", kafka.zk_connect, "--root", ROOT, "describe", "--group", group.name])
     out, err = capsys.readouterr()
     assert code == 0, err
     # TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG, without --source
     assert re.search(rf"\b{topic}\s+0\s+3\s+7\s+4\s", out), out
+    assert re.search(rf"\b{gone}\s+0\s+1\s+-\s+-\s", out), out
     assert "WARN" not in err
 
 

@@ -84,15 +84,13 @@ class BrokerOffsets:
             return None
         from zkcoord.sources.kafka import KafkaSource
 
-        if logging.getLogger("kafka").getEffectiveLevel() > logging.DEBUG:
-            # kafka-python logs every refused connection while it retries; the one message that matters is ours.
-            logging.getLogger("kafka").setLevel(logging.CRITICAL)
         try:
             self._source = KafkaSource(
                 ",".join(b.connection_string for b in registered),
                 client_id="zkcoord-admin",
                 request_timeout_ms=self._request_timeout_ms,
                 bootstrap_timeout_ms=self._request_timeout_ms,
+                allow_auto_create_topics=False,  # a topic only ZooKeeper's offsets name must not appear by reading
             )
         except SourceError as error:
             self._fail(f"no broker registered under {layout.BROKER_IDS_PATH} answers: {error}")
