@@ -325,6 +325,8 @@ def test_serve_answers_burrow_json_and_kafka_exporter_metrics(kafka, zk, topic):
         assert [(p["topic"], p["status"], p["current_lag"]) for p in document["status"]["partitions"]] == [
             (topic, "STALL", 5)
         ]
+        with urllib.request.urlopen(f"{base}/v3/kafka/local/consumer", timeout=5) as answer:
+            assert json.load(answer)["consumers"] == [lagging.name]
         with pytest.raises(urllib.error.HTTPError) as missing:
             urllib.request.urlopen(f"{base}/v3/kafka/local/consumer/nobody/status", timeout=5)
         assert missing.value.code == 404
