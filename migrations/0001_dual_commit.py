@@ -8,6 +8,10 @@ lose nothing; it is refused while coordinator (new-client) members are live, sin
 from zkcoord.migration.phases import Phase, coordinator_members_present, store_problems
 
 PHASE = Phase.DUAL_WRITE
+DOWN = (  # what undoing the step does (the first docstring line says what it does)
+    "Back to ZooKeeper only: ZooKeeper's offsets are raised to the log's, then members commit to"
+    " and read ZooKeeper alone."
+)
 
 
 def check(ctx, when):

@@ -8,6 +8,10 @@ nothing: extra log offsets are harmless while readers take the larger of both st
 from zkcoord.migration.phases import Phase, coordinator_members_present, members_behind, store_problems
 
 PHASE = Phase.DUAL_WRITE
+DOWN = (  # what undoing the step does (the first docstring line says what it does)
+    "Backfill kept: nothing to undo, the log keeps the copied offsets while readers take the larger"
+    " of both stores."
+)
 
 
 def check(ctx, when):

@@ -10,6 +10,10 @@ commit into ZooKeeper, so down (back to DUAL_WRITE) is always safe.
 from zkcoord.migration.phases import Phase, both_kinds_present, members_behind, store_problems
 
 PHASE = Phase.LOG_PRIMARY
+DOWN = (  # what undoing the step does (the first docstring line says what it does)
+    "Back to dual reads: members and the coordinator read the larger of ZooKeeper's and the log's"
+    " offsets again."
+)
 
 
 def check(ctx, when):

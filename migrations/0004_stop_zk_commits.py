@@ -8,6 +8,10 @@ could read it.
 from zkcoord.migration.phases import Phase, members_behind
 
 PHASE = Phase.LOG_ONLY
+DOWN = (  # what undoing the step does (the first docstring line says what it does)
+    "ZooKeeper commits resume: the coordinator mirrors commits again, and ZooKeeper is raised to"
+    " the log's offsets."
+)
 
 
 def check(ctx, when):

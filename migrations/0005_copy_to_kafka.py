@@ -23,6 +23,10 @@ from zkcoord.migration.kafka_copy import (
 from zkcoord.migration.phases import KafkaCopy, MigrationError, Phase
 
 PHASE = Phase.LOG_ONLY
+DOWN = (  # what undoing the step does (the first docstring line says what it does)
+    "Copy back from Kafka: offsets committed on the Kafka cluster meanwhile go into zkcoord's log;"
+    " the copy's record is cleared."
+)
 OPT_IN = True
 
 IDLE_ON_ZKCOORD = "a member's commit after the copy would reach zkcoord only: stop the group's consumers first"

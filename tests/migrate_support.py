@@ -29,9 +29,15 @@ def one_node(zk, zk_connect: str, tmp_path, topics: dict[str, int]) -> Iterator[
         yield nodes
 
 
+def confirmed(args: tuple[str, ...]) -> list[str]:
+    """``args`` of ``migrate up``/``down`` with ``--yes``: a test has no terminal to confirm several steps on."""
+    return [*args, "--yes"] if args and args[0] in ("up", "down") else list(args)
+
+
 def run_migrate(capsys, zk_connect: str, *args: str) -> tuple[int, str, str]:
-    """``zkcoord migrate ARGS --zookeeper zk_connect`` in process: exit code, stdout, stderr."""
-    code = main(["migrate", *args, "--zookeeper", zk_connect])
+    """``zkcoord migrate ARGS --zookeeper zk_connect`` in process (``up``/``down`` confirmed with ``--yes``): exit
+    code, stdout, stderr."""
+    code = main(["migrate", *confirmed(args), "--zookeeper", zk_connect])
     out, err = capsys.readouterr()
     return code, out, err
 

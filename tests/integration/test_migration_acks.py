@@ -94,7 +94,8 @@ def serve_group(zk, epoch: int = -1) -> int:
 
 
 def migrate(capsys, zk_connect, steps_dir, *args):
-    code = main(["migrate", *args, "--group", GROUP, "--zookeeper", zk_connect, "--migrations-dir", str(steps_dir)])
+    options = ["--group", GROUP, "--zookeeper", zk_connect, "--migrations-dir", str(steps_dir)]
+    code = main(["migrate", *args, *options, *(["--allow-new-group"] if args[0] == "up" else [])])
     out, err = capsys.readouterr()
     return code, out, err
 

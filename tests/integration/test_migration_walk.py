@@ -18,6 +18,7 @@ import time
 import pytest
 from cluster_support import Cluster, eventually
 from legacy_support import prepare_cluster
+from migrate_support import confirmed
 
 from zkcoord.channel import CoordinatorChannel
 from zkcoord.errors import ConsumerTimeoutError
@@ -53,7 +54,7 @@ MEMBER_CONFIG = {
 
 
 def migrate(zk_connect: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "zkcoord.cli", "migrate", *args, "--zookeeper", zk_connect]
+    command = [sys.executable, "-m", "zkcoord.cli", "migrate", *confirmed(args), "--zookeeper", zk_connect]
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
 
 

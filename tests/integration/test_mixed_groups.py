@@ -107,7 +107,7 @@ def test_a_group_moves_member_by_member_from_legacy_to_coordinator_members(zk, z
         eventually(lambda: consistent(zk, coordinator, 2), WAIT_S, "a coordinator member left")
         refused = subprocess.run(
             [sys.executable, "-m", "zkcoord.cli", "migrate", "up", "--group", GROUP, "--to", "0003_read_from_log",
-             "--zookeeper", zk_connect],
+             "--yes", "--zookeeper", zk_connect],
             capture_output=True, text=True, timeout=120,
         )  # fmt: skip
         assert refused.returncode == 1 and "legacy members" in refused.stderr, refused.stdout + refused.stderr

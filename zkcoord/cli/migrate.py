@@ -1,11 +1,14 @@
-"""``zkcoord migrate status|plan|up|down|verify``: group offsets moved from ZooKeeper to the log, step by step.
+"""``zkcoord migrate status|plan|up|down|verify|forget``: group offsets moved from ZooKeeper to the log, step by step.
 
 Must not import another command family module; shared helpers come from ``zkcoord.cli.common``.
 """
 
 import argparse
 import contextlib
+import os
+import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import asdict
 
@@ -16,6 +19,7 @@ from zkcoord.cli.common import (
     EXIT_OK,
     EXIT_PROBLEM,
     EXIT_USAGE,
+    UsageError,
     client_security,
     command_config_option,
     emit_json,
@@ -23,6 +27,8 @@ from zkcoord.cli.common import (
     zookeeper,
     zookeeper_option,
 )
+
+EXIT_INTERRUPTED = 130  # the shell's code for a command stopped by SIGINT
 
 
 @contextlib.contextmanager
@@ -87,12 +93,15 @@ def _count_progress(total: int, description: str) -> Callable[[int], None]:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    """``migrate status|plan|up|down|verify``: 0 ok; 1 refused, failed or a regression found; 2 no target given or
-    the target Kafka cluster unreachable."""
+    """``migrate status|plan|up|down|verify|forget``: 0 ok; 1 refused, failed, not confirmed or a regression found;
+    2 a group found nowhere (``up``), more than one step without a terminal or --yes, no target given or the target
+    Kafka cluster unreachable; 130 interrupted (Ctrl-C) during ``up``/``down``."""
     from zkcoord.migration.kafka_target import TargetError
     from zkcoord.migration.phases import MigrationError
     from zkcoord.migration.runner import iter_groups
 
+    if args.action == "forget" and args.all:
+        raise UsageError("migrate forget takes one --group at a time")
     try:
         with _migration_runner(args) as runner:
             groups = list(iter_groups(runner, args.group, args.all))
@@ -177,33 +186,139 @@ def _migrate_plan(runner, groups: list[str], args: argparse.Namespace) -> int:
             print(f"group {group}: nothing to do")
         for planned in plan:
             again = " (under way: runs again first)" if planned.resumed else ""
-            print(f"group {group}: {planned.step.name} {planned.direction}{again}: {planned.step.description}")
+            print(
+                f"group {group}: {planned.step.name} {planned.direction}{again}: "
+                f"{planned.step.describe(planned.direction)}"
+            )
+    return EXIT_OK
+
+
+def _migrate_forget(runner, groups: list[str], args: argparse.Namespace) -> int:
+    from zkcoord.migration.presence import find_group, forget, forget_refusals
+
+    [group] = groups
+    presence = find_group(runner.zk, runner.channel, runner.root, group)
+    if presence.state is None:
+        print(f"group {group}: no migration state to forget")
+        return EXIT_OK
+    reasons = forget_refusals(presence)
+    if reasons and not args.force:
+        lines = "\n".join(f"  - {reason}" for reason in reasons)
+        print(f"Error: group {group}: refusing to forget its migration state:\n{lines}", file=sys.stderr)
+        print("(--force removes it anyway)", file=sys.stderr)
+        return EXIT_PROBLEM
+    forget(runner.zk, runner.root, group)
+    print(f"group {group}: migration state removed (it was {presence.state.phase.name}, epoch {presence.state.epoch})")
     return EXIT_OK
 
 
 def _migrate_run(runner, groups: list[str], args: argparse.Namespace) -> int:
     from zkcoord.migration.kafka_target import TargetError
     from zkcoord.migration.phases import MigrationError
+    from zkcoord.migration.runner import MigrationInterrupted
 
-    failed = 0
-    runs = runner.run_all(groups, args.action, args.to, dry_run=args.dry_run, allow_rewind=args.allow_rewind)
-    with contextlib.closing(runs):
-        for group, outcome in tqdm(
-            runs,
-            total=len(groups),
-            unit="group",
-            desc=f"migrate {args.action}",
-            leave=False,
-            disable=None if len(groups) > 1 else True,
-        ):
-            if isinstance(outcome, TargetError):
-                raise outcome
-            if isinstance(outcome, MigrationError):  # refused, or a step that did not complete: the others go on
-                print(f"Error: {outcome}", file=sys.stderr)
-                failed += 1
-            elif not outcome.done:
-                runner.say(f"group {group}: nothing to do")
+    plans = {group: runner.plan(group, args.action, args.to) for group in groups}  # checks --to first
+    if args.action == "up" and args.group and not args.allow_new_group:
+        _refuse_unknown_group(runner, args.group)
+    if not args.dry_run and not _confirmed(plans, args):
+        print("not confirmed: nothing changed", file=sys.stderr)
+        return EXIT_PROBLEM
+    failed, interrupted = 0, []
+    with _stop_on_sigint(runner, args):
+        runs = runner.run_all(groups, args.action, args.to, dry_run=args.dry_run, allow_rewind=args.allow_rewind)
+        with contextlib.closing(runs):
+            for group, outcome in tqdm(
+                runs,
+                total=len(groups),
+                unit="group",
+                desc=f"migrate {args.action}",
+                leave=False,
+                disable=None if len(groups) > 1 else True,
+            ):
+                if isinstance(outcome, TargetError):
+                    raise outcome
+                if isinstance(outcome, MigrationInterrupted):
+                    interrupted.append(outcome)
+                elif isinstance(outcome, MigrationError):  # refused, or a step that did not complete: others go on
+                    print(f"Error: {outcome}", file=sys.stderr)
+                    failed += 1
+                elif not outcome.done:
+                    runner.say(f"group {group}: nothing to do")
+    if interrupted:
+        print(_interrupted_line(interrupted, args), file=sys.stderr)
+        return EXIT_INTERRUPTED
     return EXIT_PROBLEM if failed else EXIT_OK
+
+
+def _refuse_unknown_group(runner, group: str) -> None:
+    """A group with no member, offset or record anywhere is most likely a typo: refuse before writing anything."""
+    from zkcoord.migration.presence import find_group, not_found_message
+
+    presence = find_group(runner.zk, runner.channel, runner.root, group)
+    if not presence.exists:
+        raise UsageError(not_found_message(group, presence))
+
+
+def _confirmed(plans: dict, args: argparse.Namespace) -> bool:
+    """A run that passes more than one step of some group asks first: on a terminal, else only with --yes."""
+    long_runs = {group: plan for group, plan in plans.items() if len(plan) > 1}
+    if not long_runs or args.yes:
+        return True
+    shown = "; ".join(f"group {g}: {', '.join(p.step.name for p in plan)}" for g, plan in list(long_runs.items())[:3])
+    more = f" and {len(long_runs) - 3} more group(s)" if len(long_runs) > 3 else ""
+    if not sys.stdin.isatty():
+        raise UsageError(
+            f"migrate {args.action} would run more than one step ({shown}{more}); with no terminal to ask on, "
+            "confirm with --yes (or go one step at a time with --to)"
+        )
+    for group, plan in long_runs.items():
+        for planned in plan:
+            print(f"group {group}: {planned.step.name} {planned.direction}: {planned.step.describe(planned.direction)}")
+    print(f"migrate {args.action} will run these {sum(map(len, long_runs.values()))} step(s).", file=sys.stderr)
+    sys.stderr.write("Proceed? [y/N] ")
+    sys.stderr.flush()
+    try:
+        answer = sys.stdin.readline()
+    except KeyboardInterrupt:
+        answer = ""
+    return answer.strip().lower() in ("y", "yes")
+
+
+@contextlib.contextmanager
+def _stop_on_sigint(runner, args: argparse.Namespace) -> Iterator[None]:
+    """While steps run, the first Ctrl-C asks every run to stop at its next safe point (between state writes, in
+    waits); a second one leaves at once, as a kill would (every step is resumable from its recorded state)."""
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may take signals
+        yield
+        return
+
+    def on_sigint(signum, frame) -> None:
+        if runner.stop.is_set():
+            print(_interrupted_line([], args), file=sys.stderr, flush=True)
+            os._exit(EXIT_INTERRUPTED)
+        runner.stop.set()
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _interrupted_line(interrupted: list, args: argparse.Namespace) -> str:
+    """The one line an interrupted ``up``/``down`` prints: where each stopped group is, and how to resume."""
+    from zkcoord.migration.runner import describe_state
+
+    which = f"--group {args.group}" if args.group else "--all"
+    to = f" --to {args.to}" if args.to else ""
+    resume = f"run `zkcoord migrate {args.action} {which}{to}` with the same options to resume"
+    if not interrupted:
+        return f"interrupted; the state is what `zkcoord migrate status {which}` shows; {resume}"
+    if len(interrupted) == 1 and args.group:
+        return f"interrupted; the state is {describe_state(interrupted[0].state)}; {resume}"
+    states = ", ".join(f"{stop.group}: {describe_state(stop.state)}" for stop in interrupted[:5])
+    more = f" and {len(interrupted) - 5} more" if len(interrupted) > 5 else ""
+    return f"interrupted; the state is {states}{more}; {resume}"
 
 
 def _migrate_verify(runner, groups: list[str], args: argparse.Namespace) -> int:
@@ -264,8 +379,11 @@ def _verification_json(result) -> dict:
 
 
 def _print_verification(results, verbose: bool, target: str | None) -> None:
+    from zkcoord.migration.verify import ZK_BEHIND_EXPECTED, readers_of
+
     for result in results:
         bad = {(r.topic, r.partition) for r in result.regressions}
+        expected = result.expected_differences
         rows = [
             (
                 result.group,
@@ -277,21 +395,39 @@ def _print_verification(results, verbose: bool, target: str | None) -> None:
                 r.log - r.zk if r.status.value == "log_ahead" else "-",
             )
             for r in result.rows
-            if verbose or (r.topic, r.partition) in bad or r.status.value != "match"
+            if verbose or (r.topic, r.partition) in bad or (r.status.value != "match" and r not in expected)
         ]
-        counts = ", ".join(f"{n} {status}" for status, n in result.counts.items())
         phase = "not migrating" if result.phase is None else f"phase {result.phase.name}"
         print(
-            f"\ngroup {result.group} ({phase}): {len(result.rows)} partition(s): {counts}; "
-            f"write-behind lag {result.lag_offsets} offset(s) on {result.lag_partitions} partition(s); "
+            f"\ngroup {result.group} ({phase}; {readers_of(result.phase)}): {len(result.rows)} partition(s), "
             f"{len(bad)} regression(s)"
         )
+        for line in _verification_notes(result, ZK_BEHIND_EXPECTED.get(result.phase)):
+            print(f"  {line}")
         for (topic, partition), data in sorted(result.unreadable.items()):
             print(f"  unreadable ZooKeeper offset {topic}-{partition}: {data!r}")
         if rows:
-            print_table(rows, ("GROUP", "TOPIC", "PARTITION", "ZOOKEEPER-OFFSET", "LOG-OFFSET", "STATUS", "LAG"))
+            print_table(
+                rows, ("GROUP", "TOPIC", "PARTITION", "ZOOKEEPER-OFFSET", "LOG-OFFSET", "STATUS", "ZOOKEEPER-BEHIND")
+            )
         if result.kafka is not None:
             _print_kafka_comparison(result, verbose, target)
+
+
+def _verification_notes(result, why_expected: str | None) -> list[str]:
+    """What the comparison found, a sentence per kind of difference; an expected one says it is expected."""
+    counts = result.counts
+    notes = []
+    if result.lag_partitions:
+        behind = f"{result.lag_partitions} partition(s) behind the log by {result.lag_offsets} offset(s)"
+        notes.append((why_expected or "ZooKeeper {behind}").format(behind=behind))
+    if counts["zk_ahead"]:
+        notes.append(f"ZooKeeper ahead of the log on {counts['zk_ahead']} partition(s)")
+    if counts["missing"]:
+        notes.append(f"{counts['missing']} partition(s) in one store only")
+    if counts["match"]:
+        notes.append(f"{counts['match']} partition(s) the same in both stores")
+    return notes
 
 
 def _print_kafka_comparison(result, verbose: bool, target: str) -> None:
@@ -362,6 +498,15 @@ def register(commands) -> None:
     ):
         run = action(name, help_text, _migrate_run)
         run.add_argument("--to", metavar="STEP", help="the last step left applied (zero: none)")
+        run.add_argument(
+            "--yes", action="store_true", help="run more than one step without asking (needed without a terminal)"
+        )
+        if name == "up":
+            run.add_argument(
+                "--allow-new-group",
+                action="store_true",
+                help="migrate a group that has no member, committed offset or coordinator record yet",
+            )
         run.add_argument("--dry-run", action="store_true", help="check and show the next step without running it")
         run.add_argument(
             "--allow-rewind",
@@ -383,6 +528,12 @@ def register(commands) -> None:
             help="how long a step waits for live zkcoord nodes and members to acknowledge a phase change (default "
             "30000; on timeout exit 1 naming those that did not, and the step stays under way)",
         )
+    forget = action(
+        "forget",
+        "remove a group's migration state (refused while live members or log offsets depend on it)",
+        _migrate_forget,
+    )
+    forget.add_argument("--force", action="store_true", help="remove it even so (members follow their own config)")
     verify = action(
         "verify", "compare ZooKeeper and log offsets per partition (exit 1 on a regression)", _migrate_verify
     )

@@ -405,7 +405,7 @@ class FaultRun:
                 return
             to = names[move.to - 1] if move.to else ZERO
             command = [sys.executable, "-m", "zkcoord.cli", "migrate", move.direction, "--group", self.groups[LEGACY]]
-            command += ["--to", to, "--zookeeper", self.direct_connect, "--timeout", "10000"]
+            command += ["--to", to, "--yes", "--zookeeper", self.direct_connect, "--timeout", "10000"]
             began = time.monotonic()
             try:
                 done = subprocess.run(

@@ -69,6 +69,25 @@ class PhaseNotAcknowledged(MigrationError):
         )
 
 
+class MigrationInterrupted(MigrationError):
+    """The run was asked to stop (Ctrl-C) and stopped between two of its writes; ``state`` is the group's state then
+    (None: it has none), which a rerun of the same command resumes from."""
+
+    def __init__(self, group: str, state: MigrationState | None):
+        self.group, self.state = group, state
+        super().__init__(f"group {group}: interrupted at {describe_state(state)}")
+
+
+def describe_state(state: MigrationState | None) -> str:
+    """``DUAL_WRITE (epoch 1), 0002_backfill_log under way (up)``: the phase, and the step under way or last applied."""
+    if state is None:
+        return "ZK_ONLY (no migration state)"
+    phase = f"{state.phase.name} (epoch {state.epoch})"
+    if state.pending is not None:
+        return f"{phase}, {state.pending[0]} under way ({state.pending[1]})"
+    return f"{phase}, {state.applied[-1] if state.applied else 'no step'} applied"
+
+
 class MigrationRefused(MigrationError):
     """A step's pre-condition does not hold; nothing was changed. ``reasons`` say why, one per line."""
 
@@ -81,10 +100,17 @@ class MigrationRefused(MigrationError):
 @dataclass(frozen=True)
 class Step:
     name: str
-    description: str
+    description: str  # what the step does going up: its docstring's first line
     phase: Phase
     module: ModuleType
     opt_in: bool = False  # run only when --to names it or a later step
+    down_description: str = ""  # what undoing it does: the step's ``DOWN``
+
+    def describe(self, direction: str) -> str:
+        """What running the step in ``direction`` does."""
+        if direction == DOWN:
+            return self.down_description or f"Undo: {self.description}"
+        return self.description
 
     def check(self, ctx: "StepContext", when: str) -> list[str]:
         return list(self.module.check(ctx, when))
@@ -117,7 +143,8 @@ def load_steps(directory: str | Path | None = None, opt_in: bool = False) -> lis
         description = (module.__doc__ or path.stem).strip().splitlines()[0]
         optional = bool(getattr(module, "OPT_IN", False))
         if opt_in or not optional:
-            steps.append(Step(path.stem, description, Phase(module.PHASE), module, optional))
+            undo = str(getattr(module, "DOWN", ""))
+            steps.append(Step(path.stem, description, Phase(module.PHASE), module, optional, undo))
     if not steps:
         raise MigrationError(f"no migration steps (NNNN_<what>.py) in {directory}")
     return steps
@@ -140,6 +167,13 @@ class StepContext:
     ack_timeout_s: float = ACK_TIMEOUT_S
     target: KafkaTarget | None = None
     legacy_strategy: str = "range"  # 0.8.2's partition.assignment.strategy of the group's legacy members
+    stop: threading.Event = field(default_factory=threading.Event)  # set: stop at the next safe point
+
+    def stop_if_asked(self) -> None:
+        """:class:`MigrationInterrupted` once the run was asked to stop: called where stopping leaves the stored
+        state as a rerun expects it (between writes, in waits)."""
+        if self.stop.is_set():
+            raise MigrationInterrupted(self.group, self.state)
 
     # -- reading ------------------------------------------------------------------------------------------
 
@@ -224,7 +258,8 @@ class StepContext:
                 return
             if time.monotonic() > deadline:
                 raise PhaseNotAcknowledged(self.group, self.state, self.ack_timeout_s, behind)
-            time.sleep(0.1)
+            self.stop.wait(0.1)
+            self.stop_if_asked()
 
     def commit_to_log(self, offsets: dict[Partition, int], if_greater: bool = True) -> dict[Partition, int]:
         """Simple commits (generation -1) of ``offsets``; ``if_greater`` leaves a larger log offset alone.
@@ -235,6 +270,7 @@ class StepContext:
         items = sorted(offsets.items())
         advance = self.progress(len(items), f"{self.group}: backfill")
         for start in range(0, len(items), COMMIT_CHUNK):
+            self.stop_if_asked()
             chunk = items[start : start + COMMIT_CHUNK]
             response, _ = self.channel.call_coordinator(
                 self.group,
@@ -322,9 +358,11 @@ class Runner:
         ack_timeout_s: float = ACK_TIMEOUT_S,
         target: KafkaTarget | None = None,
         legacy_strategy: str = "range",
+        stop: threading.Event | None = None,
     ):
         self.zk, self.channel, self.steps, self.root = zk, channel, steps, root
         self.legacy_strategy = legacy_strategy
+        self.stop = stop or threading.Event()  # set (by Ctrl-C): every run stops at its next safe point
         self.now_ms, self.say = now_ms, say
         self.progress = progress or (lambda total, what: lambda n: None)
         self.ack_timeout_s = ack_timeout_s
@@ -400,6 +438,8 @@ class Runner:
         ctx = self._context(group, state or MigrationState(), version, allow_rewind)
         result = RunResult(group, state=state)
         for planned in self._plan(ctx.state, direction, to):
+            if self.stop.is_set():
+                raise MigrationInterrupted(group, state if ctx.version == store.NO_VERSION else ctx.state)
             step, way = planned.step, planned.direction
             if not planned.resumed:
                 reasons = step.check(ctx, f"before_{way}")
@@ -407,7 +447,7 @@ class Runner:
                     raise MigrationRefused(group, step.name, way, reasons)
             if dry_run:
                 result.done.append(planned)
-                self.say(f"group {group}: would run {step.name} {way}: {step.description}")
+                self.say(f"group {group}: would run {step.name} {way}: {step.describe(way)}")
                 break  # later steps' checks depend on this one's effect
             self._write(ctx, ctx.state.begin(step.name, way, self.now_ms()))
             getattr(step.module, way)(ctx)
@@ -421,7 +461,7 @@ class Runner:
                 )
             self._write(ctx, ctx.state.finish(step.name, way, self.now_ms()))
             result.done.append(planned)
-            self.say(f"group {group}: {step.name} {way} done ({step.description})")
+            self.say(f"group {group}: {step.name} {way} done ({step.describe(way)})")
         result.state = ctx.state
         return result
 
@@ -476,6 +516,7 @@ class Runner:
             self.ack_timeout_s,
             self.target,
             self.legacy_strategy,
+            self.stop,
         )
 
     def _write(self, ctx: StepContext, state: MigrationState) -> None:
@@ -497,6 +538,7 @@ class Runner:
             ack_timeout_s=self.ack_timeout_s,
             target=self.target,
             legacy_strategy=self.legacy_strategy,
+            stop=self.stop,
         )
 
 

@@ -96,14 +96,14 @@ def _state_and_bridge_transaction(
         if found is None:
             return None
         held, bridge_version = found
-        for path_to_drop in _bridge_znodes(client, group, held):
+        for path_to_drop in bridge_znodes(client, group, held):
             transaction.delete(path_to_drop)
         transaction.delete(bridge, version=bridge_version)
     transaction.set_data(path, encode_state(state), version=version)
     return transaction.commit()
 
 
-def _bridge_znodes(client: KazooClient, group: str, held: layout.BridgeState) -> list[str]:
+def bridge_znodes(client: KazooClient, group: str, held: layout.BridgeState) -> list[str]:
     """The owner znodes naming a bridge member's thread, then the bridge members' registrations."""
     threads = {thread_id(cid, 0) for cid in held.consumer_ids}
     owners = [layout.owner_path(group, *tp) for tp, owner in read_owners(client, group).items() if owner in threads]
