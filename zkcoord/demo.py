@@ -201,7 +201,7 @@ def migrate(scratch: Path, partitions: int, kafka: TestKafka) -> bool:
                 ok &= _command("migrate", "up", "--to", step.name, *group) == 0
                 time.sleep(1)  # members commit in the new phase
                 ok &= _command("migrate", "verify", *group) == 0
-            ok &= _command("migrate", "down", "--to", "zero", *group) == 0
+            ok &= _command("migrate", "down", "--to", "zero", "--yes", *group) == 0  # four steps, unasked
             time.sleep(1)
             ok &= _command("migrate", "verify", *group) == 0
             ok &= _command("migrate", "status", *group) == 0

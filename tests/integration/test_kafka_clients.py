@@ -318,7 +318,16 @@ def test_zkcoord_groups_lists_and_describes_a_group_through_the_node(capsys, nod
     with member(node, group, topic, "cli-client") as consumer:
         assert cli.main(["groups", "--bootstrap-server", node.kafka_bootstrap, "--json", "list"]) == 0
         listed = [each for each in json.loads(capsys.readouterr().out) if each["group"] == group]
-        assert listed == [{"group": group, "kind": "coordinator", "state": "Stable", "protocol_type": "consumer"}]
+        assert listed == [
+            {
+                "group": group,
+                "kind": "coordinator",
+                "state": "Stable",
+                "protocol_type": "consumer",
+                "phase": None,
+                "reads_from": "log",
+            }
+        ]
 
         assert (
             cli.main(["groups", "--bootstrap-server", node.kafka_bootstrap, "--json", "describe", "--group", group])

@@ -25,13 +25,18 @@ def run(capsys, *args: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def describe(capsys, zk_connect: str, source, *view: str) -> tuple[list[list[str]], str]:
+def describe(capsys, zk_connect: str, source, *view: str, exit_code: int = 0) -> tuple[list[list[str]], str]:
     """``groups describe --group GROUP [view]``: the table's rows split into cells (header first), and stderr."""
     code, out, err = run(
         capsys, "groups", "--zookeeper", zk_connect, "--source", source.spec, "describe", "--group", GROUP, *view
     )
-    assert code == 0, err
-    return [line.split() for line in out.splitlines() if line], err
+    assert code == exit_code, err
+    lines = [line for line in out.splitlines() if line]
+    assert lines[0] == (
+        f"Consumer group '{GROUP}' is a mixed group: phase DUAL_WRITE; its readers take the larger of ZooKeeper's "
+        "and the log's offsets."
+    )
+    return [line.split() for line in lines[1:]], err
 
 
 def partitions_by_member(rows: list[list[str]]) -> dict[tuple[str, str], set[TopicPartition]]:
@@ -108,8 +113,9 @@ def test_describe_and_status_show_each_member_with_its_kind(cluster, zk, zk_conn
         # Every node lost: the bridge's registration and owner znodes stay, and the view says who holds what.
         held = member.assignment()
         cluster.nodes[1].stop()
-        rows, err = describe(capsys, zk_connect, source)
+        rows, err = describe(capsys, zk_connect, source, exit_code=2)  # a connection error, said on stderr
         assert partitions_by_member(rows)[("coordinator", member.consumer.member_id)] == held
+        assert "no coordinator node is registered under /zkcoord" in err and "a lower bound" in err
         assert (
             f"Warning: coordinator member {member.consumer.member_id} of consumer group '{GROUP}' has no coordinator"
             in err

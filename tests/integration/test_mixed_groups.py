@@ -199,7 +199,9 @@ def test_going_down_into_dual_write_registers_the_coordinator_members_already_in
     coordinator: list[CoordinatorMember] = []
     legacy = LegacyGroup(zk_connect, source)
     try:
-        migrate_ok(zk_connect, "up", "--group", GROUP, "--to", "0003_read_from_log")
+        migrate_ok(
+            zk_connect, "up", "--group", GROUP, "--to", "0003_read_from_log", "--allow-new-group"
+        )  # no member yet
         coordinator.append(CoordinatorMember(zk_connect, source))
         eventually(lambda: len(coordinator[0].assignment()) == PARTITIONS, WAIT_S, "a coordinator-only group")
         migrate_ok(zk_connect, "down", "--group", GROUP, "--to", "0002_backfill_log")

@@ -13,24 +13,30 @@ ZooKeeper client of the legacy side. Must not import the CLI, the renderer, the 
 
 from __future__ import annotations
 
+import contextlib
+import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
 
 from zkcoord.admin.broker_offsets import BROKER_TIMEOUT_MS, BrokerOffsets
 from zkcoord.admin.coordinator_groups import CoordinatorGroups
 from zkcoord.admin.kafka_groups import KafkaGroups
 from zkcoord.admin.legacy_groups import LegacyGroups
+from zkcoord.admin.migrating import KIND_READS_FROM, merge_listings, needs_coordinator, reads_from, reads_rule
 from zkcoord.admin.model import (
     COORDINATOR,
     LEGACY,
-    MIXED,
+    UNKNOWN_STATE,
     GroupAdminError,
     GroupDescription,
     GroupListing,
     GroupOffsets,
     GroupOffsetsDescription,
     GroupResult,
+    GroupsOverview,
     MemberRemoval,
     Node,
     OffsetAndMetadata,
@@ -44,17 +50,20 @@ from zkcoord.admin.model import (
 from zkcoord.config import parse_bootstrap_servers
 from zkcoord.errors import (
     ConfigError,
+    CoordinatorNotAvailableError,
     CoordinatorResponseError,
     GroupIdNotFoundError,
     GroupNotEmptyError,
     UnknownTopicOrPartitionError,
 )
-from zkcoord.migration.phases import RULES, Phase, read_offset
+from zkcoord.migration.phases import LOG, RULES, MigrationStateError, Phase, read_offset
 from zkcoord.migration.store import read_bridge, read_state
 from zkcoord.model import Address, GroupState, TopicPartition
 from zkcoord.security.client import ClientSecurity
 from zkcoord.zk import layout
 from zkcoord.zk.nodes import discover_nodes, read_nodes
+
+log = logging.getLogger(__name__)
 
 PartitionsArg = Iterable[TopicPartition | tuple[str, int] | str]
 MSGPACK, KAFKA = "msgpack", "kafka"  # the protocols bootstrap_servers may speak
@@ -143,17 +152,38 @@ class AdminClient:
     # -- consumer-group calls ----------------------------------------------------------------------------------
 
     def list_consumer_groups(self, states: Iterable[str] = ()) -> list[GroupListing]:
-        """Groups of every live coordinator node (protocol type "consumer" or "") and legacy groups
-        (children of ``/consumers``: "Stable" with live members under ``ids``, else "Empty"); by id, then kind."""
-        wanted = list(states)
-        listings: dict[tuple[str, str], GroupListing] = {}
+        """:meth:`list_groups`' listings; CoordinatorNotAvailableError when a coordinator node did not answer."""
+        overview = self.list_groups(states)
+        if overview.unreachable:
+            raise CoordinatorNotAvailableError("; ".join(overview.unreachable))
+        return list(overview.listings)
+
+    def list_groups(self, states: Iterable[str] = ()) -> GroupsOverview:
+        """Groups of every coordinator node (protocol type "consumer" or "") and legacy groups (children of
+        ``/consumers``: "Stable" with live members under ``ids``, else "Empty"), by id then kind; a group with a
+        migration state once, with its phase and the store its readers use. Nodes that do not answer are named in
+        ``unreachable``; a migrating group they may hold is listed in state Unknown. ``states`` filters (a group
+        in state Unknown is always listed)."""
+        wanted = set(states)
+        coordinator: dict[str, GroupListing] = {}
+        unreachable: list[str] = []
         if self._has_coordinators():
-            for listing in self._coordinators.list(self._live_nodes(), wanted):
-                listings[(listing.group_id, COORDINATOR)] = listing
-        if self.zookeeper_connect:
-            for listing in self._legacy().list(wanted):
-                listings[(listing.group_id, LEGACY)] = listing
-        return [listings[key] for key in sorted(listings, key=_kind_order)]
+            try:
+                nodes = self._live_nodes()
+            except CoordinatorNotAvailableError as error:
+                nodes, unreachable = [], [str(error)]
+            for node in nodes:
+                try:
+                    coordinator.update((g.group_id, g) for g in self._coordinators.list([node], []))
+                except CoordinatorNotAvailableError as error:
+                    unreachable.append(f"node {node} did not answer: {error}")
+        legacy = {g.group_id: g for g in self._legacy().list([])} if self.zookeeper_connect else {}
+        phases, bridged = self._migrating_groups()
+        if not self._has_coordinators() and any(needs_coordinator(phase) for phase in phases.values()):
+            unreachable.append(self._no_node_registered())
+        listings = merge_listings(coordinator, legacy, phases, bridged, coordinators_answered=not unreachable)
+        shown = [g for g in listings if not wanted or g.state in wanted or g.state == UNKNOWN_STATE]
+        return GroupsOverview(tuple(shown), tuple(unreachable))
 
     def describe_consumer_groups(self, group_ids: Iterable[str]) -> list[GroupDescription]:
         """One description per place each group exists in, a mixed group's as one (kind MIXED, each member with
@@ -166,11 +196,8 @@ class AdminClient:
         results = []
         for group_id in group_ids:
             for kind, description in self._describe(group_id).items():
-                if kind == MIXED and description.coordinator is None:  # no node answers: ZooKeeper is all there is
-                    committed = {tp: o.offset for tp, o in self._committed(group_id, LEGACY).items()}
-                elif kind == MIXED:  # the bridge exists in DUAL_WRITE; a phase changing meanwhile has its own rule
-                    phase = self._migration_phase(group_id)
-                    committed = self._effective_committed(group_id, Phase.DUAL_WRITE if phase is None else phase)
+                if description.phase is not None:
+                    committed = self._readers_committed(group_id, description)
                 else:
                     committed = {tp: o.offset for tp, o in self._committed(group_id, kind).items()}
                 assigned = {tp for member in description.members for tp in member.assignment}
@@ -267,26 +294,92 @@ class AdminClient:
 
     def _locate(self, group_id: str, missing_ok: bool = False) -> dict[str, GroupDescription]:
         """``{kind: description}`` of the places ``group_id`` exists in, coordinator first."""
-        found = {}
-        if self._has_coordinators():
-            description = self._coordinators.describe(group_id)
-            if description.state != GroupState.DEAD:
-                found[COORDINATOR] = description
-        if self.zookeeper_connect:
-            description = self._legacy().describe(group_id)
-            if description is not None:
-                found[LEGACY] = description
+        found, unreachable = self._find(group_id)
+        if unreachable is not None:
+            raise CoordinatorNotAvailableError(unreachable)
         if not found and not missing_ok:
             raise GroupIdNotFoundError(f"Consumer group '{group_id}' does not exist.")
         return found
 
+    def _find(self, group_id: str) -> tuple[dict[str, GroupDescription], str | None]:
+        """As :meth:`_locate` without its errors, and why the group's coordinator could not be asked (None: it
+        answered, or there are no coordinators)."""
+        found, unreachable = {}, None
+        if self._has_coordinators():
+            try:
+                description = self._coordinators.describe(group_id)
+            except CoordinatorNotAvailableError as error:
+                unreachable = str(error)
+            else:
+                if description.state != GroupState.DEAD:
+                    found[COORDINATOR] = description
+        if self.zookeeper_connect:
+            description = self._legacy().describe(group_id)
+            if description is not None:
+                found[LEGACY] = description
+        return found, unreachable
+
     def _describe(self, group_id: str) -> dict[str, GroupDescription]:
-        """As :meth:`_locate`, but a mixed group (one with the bridge) is one description under MIXED."""
-        located = self._locate(group_id)
-        bridge = read_bridge(self._zookeeper(), self.root, group_id) if self.zookeeper_connect else None
-        if bridge is None or LEGACY not in located:
-            return located
-        return {MIXED: mixed_group(located[LEGACY], located.get(COORDINATOR), bridge)}
+        """As :meth:`_locate`, but a group with a migration state is one description (MIXED with the bridge, else
+        MIGRATING) with its phase and the store its readers use, also when its coordinator does not answer (then
+        in state Unknown, saying why). A group that is not migrating is described where it is found, with the
+        coordinator's failure on its legacy description; CoordinatorNotAvailableError when nothing is found."""
+        found, unreachable = self._find(group_id)
+        phase = self._migration_phase(group_id)
+        if phase is None:
+            if unreachable is not None and not found:
+                raise CoordinatorNotAvailableError(unreachable)
+            if not found:
+                raise GroupIdNotFoundError(f"Consumer group '{group_id}' does not exist.")
+            return {
+                kind: replace(d, reads_from=KIND_READS_FROM[kind], unreachable=unreachable) for kind, d in found.items()
+            }
+        if unreachable is None and not self._has_coordinators() and needs_coordinator(phase):
+            unreachable = self._no_node_registered()
+        legacy = found.get(LEGACY) or GroupDescription(group_id, LEGACY, GroupState.EMPTY, "consumer", "", (), None)
+        bridge = read_bridge(self._zookeeper(), self.root, group_id)
+        merged = replace(
+            mixed_group(legacy, found.get(COORDINATOR), bridge),
+            phase=phase.name,
+            reads_from=reads_from(phase),
+            unreachable=unreachable,
+        )
+        if unreachable is not None and needs_coordinator(phase):
+            merged = replace(merged, state=UNKNOWN_STATE)  # its coordinator members are unknown
+        return {merged.kind: merged}
+
+    def _readers_committed(self, group_id: str, description: GroupDescription) -> dict[TopicPartition, int | None]:
+        """The offsets a migrating group's readers see; with its coordinator unreachable, ZooKeeper's where they
+        read ZooKeeper (or the larger of both: ZooKeeper's is then a lower bound), None (unknown) where they read
+        the log."""
+        phase = Phase[description.phase]
+        if description.unreachable is None:
+            return self._effective_committed(group_id, phase)
+        zookeeper = {tp: o.offset for tp, o in self._committed(group_id, LEGACY).items()}
+        return dict.fromkeys(zookeeper) if reads_rule(phase) == LOG else zookeeper
+
+    def _migrating_groups(self) -> tuple[dict[str, Phase], set[str]]:
+        """The phase of every group with a migration state, and the groups with a mixed-group bridge."""
+        if self.zookeeper_connect is None:
+            return {}, set()
+        zk = self._zookeeper()
+        phases = {}
+        with contextlib.suppress(NoNodeError):
+            for group_id in zk.get_children(layout.migration_groups_path(self.root)):
+                try:
+                    state, _ = read_state(zk, self.root, group_id)
+                except MigrationStateError as error:
+                    log.warning("unreadable migration state group=%s: %s", group_id, error)
+                    continue
+                if state is not None:
+                    phases[group_id] = state.phase
+        bridged: set[str] = set()
+        with contextlib.suppress(NoNodeError):
+            bridged.update(zk.get_children(layout.bridge_groups_path(self.root)))
+        return phases, bridged
+
+    def _no_node_registered(self) -> str:
+        return f"no coordinator node is registered under {self.root} in ZooKeeper at {self.zookeeper_connect}"
 
     def _default_kind(self) -> str:
         """Where a group that exists nowhere goes: the coordinator, as Kafka; legacy with only ZooKeeper."""
@@ -417,8 +510,3 @@ class AdminClient:
 
     def _zookeeper(self) -> KazooClient:
         return self._legacy().zookeeper()
-
-
-def _kind_order(key: tuple[str, str]) -> tuple[str, int]:
-    group_id, kind = key
-    return group_id, 0 if kind == COORDINATOR else 1

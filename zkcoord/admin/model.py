@@ -27,10 +27,13 @@ log = logging.getLogger(__name__)
 COORDINATOR = "coordinator"
 LEGACY = "legacy"
 MIXED = "mixed"  # a group with the bridge: legacy and coordinator members share it (docs/mixed-groups.md)
+MIGRATING = "migrating"  # a group with a migration state and no bridge: one group over both stores
+UNKNOWN_STATE = "Unknown"  # the state of a group whose coordinator did not answer (Kafka's ConsumerGroupState.UNKNOWN)
 KINDS = (COORDINATOR, LEGACY)  # the order results come in when a group id exists in both places
 
 S = GroupState
 GROUP_STATES = (S.PREPARING_REBALANCE, S.COMPLETING_REBALANCE, S.STABLE, S.DEAD, S.EMPTY)  # Kafka's listing order
+REBALANCING_STATES = frozenset({S.PREPARING_REBALANCE, S.COMPLETING_REBALANCE})
 INACTIVE_STATES = frozenset({S.EMPTY, S.DEAD})  # reset-offsets and alter need one of these (Kafka's rule)
 CONSUMER_PROTOCOL_TYPES = frozenset({"consumer", ""})  # ListConsumerGroups keeps only these
 
@@ -92,9 +95,20 @@ class Node:
 @dataclass(frozen=True)
 class GroupListing:
     group_id: str
-    kind: str  # COORDINATOR or LEGACY
+    kind: str  # COORDINATOR, LEGACY, or for a group with a migration state MIXED or MIGRATING
     state: str
     protocol_type: str = "consumer"
+    phase: str | None = None  # the migration phase (None: not migrating)
+    reads_from: str = ""  # the store the group's readers use: "zookeeper", "log" or "max(zookeeper,log)"
+
+
+@dataclass(frozen=True)
+class GroupsOverview:
+    """Every group found, and the coordinator nodes that did not answer (each with why): their groups are missing
+    from ``listings`` unless a migration state names them, and then their state is ``Unknown``."""
+
+    listings: tuple[GroupListing, ...]
+    unreachable: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -135,6 +149,9 @@ class GroupDescription:
     members: tuple[MemberDescription, ...]
     coordinator: Node | None  # None for a legacy group
     mismatches: tuple[OwnerMismatch, ...] = ()  # only a mixed group has any
+    phase: str | None = None  # the migration phase (None: not migrating)
+    reads_from: str = ""  # the store the group's readers use (see GroupListing)
+    unreachable: str | None = None  # why the group's coordinator could not be asked (None: it answered, or none)
 
     @property
     def is_inactive(self) -> bool:
@@ -172,13 +189,16 @@ def coordinator_group(
 
 
 def mixed_group(
-    legacy: GroupDescription, coordinator: GroupDescription | None, bridge: BridgeState
+    legacy: GroupDescription, coordinator: GroupDescription | None, bridge: BridgeState | None
 ) -> GroupDescription:
     """One description of a mixed group from its two halves. Legacy members are the registrations the bridge
     does not hold, with the partitions their owner znodes give them; coordinator members are the coordinator's,
     with its assignment, and the bridge's registrations the coordinator no longer has, with their owner znodes
     (they hold those partitions until a node releases them). The group rebalances while its coordinator half
-    does; otherwise it is Stable with members, Empty without."""
+    does; otherwise it is Stable with members, Empty without. Without a bridge (a migrating group outside
+    DUAL_WRITE) the halves are put side by side: kind MIGRATING, no owner znodes compared."""
+    if bridge is None:
+        return _side_by_side(legacy, coordinator)
     owned = {member.member_id: member.assignment for member in legacy.members}  # by consumer id
     consumer_ids = {member.member_id: member.consumer_id for member in bridge.members}
     legacy_members = [member for member in legacy.members if member.member_id not in bridge.consumer_ids]
@@ -195,15 +215,25 @@ def mixed_group(
         coordinator_members.append(MemberDescription(departed.member_id, departed.instance_id, None, None, held))
         mismatches.append(OwnerMismatch(departed.member_id, departed.consumer_id, held, None))
     members = ordered_members(legacy_members) + ordered_members(coordinator_members)
-    rebalancing = (GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE)
-    if coordinator is not None and coordinator.state in rebalancing:
-        state = coordinator.state
-    else:
-        state = GroupState.STABLE if members else GroupState.EMPTY
     node = coordinator.coordinator if coordinator is not None else None
+    state = _merged_state(members, coordinator)
     return GroupDescription(
         legacy.group_id, MIXED, state, "consumer", bridge.strategy, members, node, tuple(mismatches)
     )
+
+
+def _merged_state(members: tuple[MemberDescription, ...], coordinator: GroupDescription | None) -> str:
+    """A group over both stores rebalances while its coordinator half does; else Stable with members, Empty without."""
+    if coordinator is not None and coordinator.state in REBALANCING_STATES:
+        return coordinator.state
+    return GroupState.STABLE if members else GroupState.EMPTY
+
+
+def _side_by_side(legacy: GroupDescription, coordinator: GroupDescription | None) -> GroupDescription:
+    members = ordered_members(legacy.members) + (coordinator.members if coordinator is not None else ())
+    protocol, node = (coordinator.protocol, coordinator.coordinator) if coordinator is not None else ("", None)
+    state = _merged_state(members, coordinator)
+    return GroupDescription(legacy.group_id, MIGRATING, state, "consumer", protocol, members, node)
 
 
 @dataclass(frozen=True)

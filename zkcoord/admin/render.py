@@ -3,7 +3,9 @@
 Tables follow ConsumerGroupCommand's format strings: each column left-aligned to the larger of Kafka's
 minimum width and its longest value, one space apart, "-" for an unknown value, a blank line before each
 table. Trailing spaces are stripped. A legacy group is labelled "<group> (legacy)" wherever its id is printed.
-A mixed group's tables have a KIND column (``legacy`` or ``coordinator``) before CONSUMER-ID.
+A migrating or mixed group's tables have a KIND column (``legacy`` or ``coordinator``) before CONSUMER-ID, and a
+line above them naming its phase and the store its readers use; ``list`` is zkcoord's own table (GROUP KIND STATE
+PHASE READS-FROM).
 
 Pure: builds strings and plain data from zkcoord.admin.model results; no IO. Must not import the client.
 """
@@ -14,6 +16,7 @@ from collections.abc import Iterable, Sequence
 
 from zkcoord.admin.model import (
     LEGACY,
+    MIGRATING,
     MIXED,
     GroupDescription,
     GroupListing,
@@ -30,6 +33,13 @@ from zkcoord.admin.model import (
 )
 from zkcoord.errors import CoordinatorResponseError
 from zkcoord.model import GroupState, TopicPartition
+
+OVER_BOTH_STORES = (MIXED, MIGRATING)  # kinds whose members may be of both kinds
+READERS = {
+    "zookeeper": "its readers use ZooKeeper's offsets",
+    "log": "its readers use the log's offsets",
+    "max(zookeeper,log)": "its readers take the larger of ZooKeeper's and the log's offsets",
+}
 
 MISSING = "-"
 OFFSETS_HEADER = (
@@ -77,18 +87,64 @@ def _with_kind(cells: Sequence, at: int, kind: object) -> list:
 # ---- list --------------------------------------------------------------------------------------------------
 
 
-def list_lines(listings: Sequence[GroupListing], with_state: bool) -> list[str]:
-    """``--list``: one group per line; with ``--state`` Kafka's ``GROUP STATE`` table (GROUP is 10 wider)."""
-    names = [label(g.group_id, g.kind) for g in listings]
-    if not with_state:
-        return names
-    widths = [_width(15, names) + 10, 20]
-    return [_line(widths, ("GROUP", "STATE"))] + [
-        _line(widths, (name, g.state)) for name, g in zip(names, listings, strict=True)
+def list_lines(listings: Sequence[GroupListing]) -> list[str]:
+    """``list``: GROUP KIND STATE PHASE READS-FROM, one line per group (a migrating group once)."""
+    if not listings:
+        return []
+    header = ("GROUP", "KIND", "STATE", "PHASE", "READS-FROM")
+    rows = [(g.group_id, g.kind, g.state, g.phase, g.reads_from or None) for g in listings]
+    minimums = (15, 11, 19, 11)  # room for "coordinator", "CompletingRebalance", "LOG_PRIMARY"
+    widths = [*(_width(minimum, (row[at] for row in rows)) for at, minimum in enumerate(minimums)), None]
+    return [_line(widths, header)] + [_line(widths, row) for row in rows]
+
+
+def unreachable_lines(unreachable: Sequence[str]) -> list[str]:
+    """stderr lines for coordinator nodes that did not answer ``list``."""
+    return [
+        f"Error: coordinator unreachable: {why}; the coordinator groups it holds are not listed (a migrating group "
+        "is, in state Unknown)"
+        for why in unreachable
     ]
 
 
 # ---- describe ----------------------------------------------------------------------------------------------
+
+
+def migration_header(description: GroupDescription) -> str | None:
+    """The line above a migrating group's table: its phase and the store its readers use (None: not migrating)."""
+    if description.phase is None:
+        return None
+    what = "a mixed group" if description.kind == MIXED else "migrating"
+    return (
+        f"Consumer group '{description.group_id}' is {what}: phase {description.phase}; "
+        f"{READERS[description.reads_from]}."
+    )
+
+
+def unreachable_notices(description: GroupDescription) -> list[str]:
+    """stderr lines for a group whose coordinator did not answer: what is unknown because of it."""
+    if description.unreachable is None:
+        return []
+    if description.kind == LEGACY:
+        return [
+            f"Error: coordinator unreachable: {description.unreachable}; a coordinator group "
+            f"'{description.group_id}', if there is one, is not shown"
+        ]
+    who = quoted(description.group_id, description.kind)
+    lines = [f"Error: the coordinator of consumer group {who} could not be asked: {description.unreachable}"]
+    if description.reads_from == "log" and description.phase is not None:
+        frozen = "frozen since LOG_ONLY" if description.phase == "LOG_ONLY" else "mirrored behind the log"
+        lines.append(
+            f"Its readers use the log, whose offsets are unknown: CURRENT-OFFSET is '-'; ZooKeeper's offsets "
+            f"({frozen}) are not what they read."
+        )
+    elif description.reads_from == "max(zookeeper,log)":
+        lines.append(
+            "CURRENT-OFFSET is ZooKeeper's alone, a lower bound: its readers take the larger of it and the log's, "
+            "which is unknown."
+        )
+    lines.append("Its coordinator members and state are unknown.")
+    return lines
 
 
 def state_notice(description: GroupDescription) -> str | None:
@@ -140,7 +196,7 @@ def offsets_lines(result: GroupOffsetsDescription) -> list[str]:
     ]
     header = OFFSETS_HEADER
     lines = [(group, *_row_values(r)) for r in rows]
-    if result.description.kind == MIXED:
+    if result.description.kind in OVER_BOTH_STORES:
         kind_at = OFFSETS_HEADER.index("CONSUMER-ID")
         widths = _with_kind(widths, kind_at, _width(4, (r.kind for r in rows)))
         header = _with_kind(header, kind_at, "KIND")
@@ -198,7 +254,7 @@ def members_lines(description: GroupDescription, verbose: bool) -> list[str]:
 
     header = cells(("GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS"), "ASSIGNMENT")
     lines = [cells(_member_values(group, m), format_assignment(m.assignment)) for m in members]
-    if description.kind == MIXED:
+    if description.kind in OVER_BOTH_STORES:
         widths = _with_kind(widths, 1, _width(4, (m.kind for m in members)))
         header = _with_kind(header, 1, "KIND")
         lines = [_with_kind(line, 1, m.kind) for line, m in zip(lines, members, strict=True)]
@@ -312,16 +368,25 @@ def listing_json(listing: GroupListing) -> dict:
         "kind": listing.kind,
         "state": listing.state,
         "protocol_type": listing.protocol_type,
+        "phase": listing.phase,
+        "reads_from": listing.reads_from or None,
     }
 
 
 def _group_json(description: GroupDescription) -> dict:
-    return {"group": description.group_id, "kind": description.kind, "state": description.state}
+    """The group, its kind and state; a migrating group's phase and readers' store, and why a coordinator that
+    did not answer could not be asked, when there is one."""
+    migration = {}
+    if description.phase is not None:
+        migration = {"phase": description.phase, "reads_from": description.reads_from}
+    if description.unreachable is not None:
+        migration["coordinator_unreachable"] = description.unreachable
+    return {"group": description.group_id, "kind": description.kind, "state": description.state, **migration}
 
 
 def _kind_json(description: GroupDescription, kind: str | None) -> dict:
-    """A mixed group's member kind, on each of its rows and members (nothing for another group)."""
-    return {"kind": kind} if description.kind == MIXED else {}
+    """A migrating or mixed group's member kind, on each of its rows and members (nothing for another group)."""
+    return {"kind": kind} if description.kind in OVER_BOTH_STORES else {}
 
 
 def _mismatches_json(description: GroupDescription) -> dict:

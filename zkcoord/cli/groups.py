@@ -75,8 +75,10 @@ def _groups_client(args: argparse.Namespace):
 
 
 def cmd_groups(args: argparse.Namespace) -> int:
-    """Every ``groups`` action: 0 ok, 1 error (``Error: <message>`` on stderr), 2 bad options or a
-    ``--bootstrap-server`` cluster that does not answer."""
+    """Every ``groups`` action: 0 ok, 1 error (``Error: <message>`` on stderr), 2 bad options or a connection
+    error: a ``--bootstrap-server`` cluster or a coordinator node that does not answer (``list`` and ``describe``
+    still show what they found, saying what is unknown)."""
+    from zkcoord.admin import CoordinatorNotAvailableError
     from zkcoord.admin.model import ClusterUnreachableError
 
     try:
@@ -87,6 +89,9 @@ def cmd_groups(args: argparse.Namespace) -> int:
     except ClusterUnreachableError as error:
         print(f"Error: {error}", file=sys.stderr)
         print("(zkcoord's coordinator nodes speak msgpack: reach them with --coordinator-server)", file=sys.stderr)
+        return EXIT_USAGE
+    except CoordinatorNotAvailableError as error:
+        print(f"Error: {error}", file=sys.stderr)
         return EXIT_USAGE
     except (ZkcoordError, KazooException, OSError) as error:
         print(f"Error: {error}", file=sys.stderr)
@@ -131,24 +136,28 @@ def parse_group_states(text: str) -> list[str]:
 def _groups_list(client, args: argparse.Namespace) -> int:
     from zkcoord.admin import render
 
-    listings = client.list_consumer_groups(parse_group_states(args.state) if args.state else ())
+    overview = client.list_groups(parse_group_states(args.state) if args.state else ())
     if args.json:
-        emit_json([render.listing_json(listing) for listing in listings])
+        emit_json([render.listing_json(listing) for listing in overview.listings])
     else:
-        _print_lines(render.list_lines(listings, with_state=args.state is not None))
-    return EXIT_OK
+        _print_lines(render.list_lines(overview.listings))
+    _print_lines(render.unreachable_lines(overview.unreachable), sys.stderr)
+    return EXIT_USAGE if overview.unreachable else EXIT_OK
 
 
 def _groups_describe(client, args: argparse.Namespace) -> int:
     from zkcoord.admin import GroupIdNotFoundError, render
 
+    documents, code = [], EXIT_OK
     if args.all_groups:
-        group_ids = sorted({listing.group_id for listing in client.list_consumer_groups()})
+        overview = client.list_groups()
+        _print_lines(render.unreachable_lines(overview.unreachable), sys.stderr)
+        code = EXIT_USAGE if overview.unreachable else EXIT_OK
+        group_ids = sorted({listing.group_id for listing in overview.listings})
     elif args.group:
         group_ids = sorted(set(args.group))
     else:
         raise UsageError("describe takes one of these options: --group, --all-groups")
-    documents, code = [], EXIT_OK
     for group_id in group_ids:
         try:
             if args.members or args.state:
@@ -157,10 +166,12 @@ def _groups_describe(client, args: argparse.Namespace) -> int:
                 results = client.describe_consumer_group_offsets([group_id])
         except GroupIdNotFoundError as error:
             print(f"Error: {error}", file=sys.stderr)
-            code = EXIT_PROBLEM
+            code = max(code, EXIT_PROBLEM)
             continue
         for result in results:
             description = getattr(result, "description", result)
+            if description.unreachable is not None:
+                code = EXIT_USAGE
             if args.members:
                 documents.append(render.members_json(description))
                 lines = render.members_lines(description, args.verbose)
@@ -170,10 +181,13 @@ def _groups_describe(client, args: argparse.Namespace) -> int:
             else:
                 documents.append(render.offsets_json(result))
                 lines = render.offsets_lines(result)
+            _print_lines(render.unreachable_notices(description), sys.stderr)
             if not args.json:
                 if (notice := render.state_notice(description)) is not None:
                     print(notice, file=sys.stderr)
                 _print_lines(render.mismatch_notices(description), sys.stderr)
+                if (header := render.migration_header(description)) is not None:
+                    lines = ["", header, *lines[1:]]  # above its table, in place of the blank line before it
                 _print_lines(lines)
     if args.json:
         emit_json(documents)
@@ -301,7 +315,7 @@ def register(commands) -> None:
         return parser
 
     listing = action("list", "list consumer groups", _groups_list)
-    listing.add_argument("--state", nargs="?", const="", metavar="STATES", help="show states; filter: stable,empty")
+    listing.add_argument("--state", nargs="?", const="", metavar="STATES", help="only groups in STATES: stable,empty")
 
     describe = action("describe", "offsets and lag (default), members or state of groups", _groups_describe)
     which = describe.add_mutually_exclusive_group()

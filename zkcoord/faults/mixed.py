@@ -32,6 +32,7 @@ def bridge_group(zookeeper_connect: str, group: str) -> None:
     """Move ``group`` (no members yet) into DUAL_WRITE with the operator's command, so its bridge exists before
     any member joins; :class:`BridgeNotSetUp` with the command's last words when it fails."""
     command = [sys.executable, "-m", "zkcoord.cli", "migrate", "up", "--group", group, "--to", DUAL_COMMIT]
+    command += ["--allow-new-group"]  # nothing of the group exists yet, on purpose
     command += ["--partition-assignment-strategy", STRATEGY, "--zookeeper", zookeeper_connect, "--timeout", "10000"]
     try:
         done = subprocess.run(
