@@ -217,12 +217,18 @@ def _migrate_run(runner, groups: list[str], args: argparse.Namespace) -> int:
     from zkcoord.migration.phases import MigrationError
     from zkcoord.migration.runner import MigrationInterrupted
 
-    plans = {group: runner.plan(group, args.action, args.to) for group in groups}  # checks --to first
+    asking = not (args.yes or args.dry_run)
+    planned = groups if asking or args.group else []  # a plan checks --to before the group is looked for
+    plans = {group: runner.plan(group, args.action, args.to) for group in planned}
     if args.action == "up" and args.group and not args.allow_new_group:
         _refuse_unknown_group(runner, args.group)
-    if not args.dry_run and not _confirmed(plans, args):
-        print("not confirmed: nothing changed", file=sys.stderr)
-        return EXIT_PROBLEM
+    try:
+        if asking and not _confirmed(plans, args):
+            print("not confirmed: nothing changed", file=sys.stderr)
+            return EXIT_PROBLEM
+    except KeyboardInterrupt:  # at the question: nothing ran
+        print("\ninterrupted; nothing changed", file=sys.stderr)
+        return EXIT_INTERRUPTED
     failed, interrupted = 0, []
     with _stop_on_sigint(runner, args):
         runs = runner.run_all(groups, args.action, args.to, dry_run=args.dry_run, allow_rewind=args.allow_rewind)
@@ -262,7 +268,7 @@ def _refuse_unknown_group(runner, group: str) -> None:
 def _confirmed(plans: dict, args: argparse.Namespace) -> bool:
     """A run that passes more than one step of some group asks first: on a terminal, else only with --yes."""
     long_runs = {group: plan for group, plan in plans.items() if len(plan) > 1}
-    if not long_runs or args.yes:
+    if not long_runs:
         return True
     shown = "; ".join(f"group {g}: {', '.join(p.step.name for p in plan)}" for g, plan in list(long_runs.items())[:3])
     more = f" and {len(long_runs) - 3} more group(s)" if len(long_runs) > 3 else ""
@@ -277,11 +283,7 @@ def _confirmed(plans: dict, args: argparse.Namespace) -> bool:
     print(f"migrate {args.action} will run these {sum(map(len, long_runs.values()))} step(s).", file=sys.stderr)
     sys.stderr.write("Proceed? [y/N] ")
     sys.stderr.flush()
-    try:
-        answer = sys.stdin.readline()
-    except KeyboardInterrupt:
-        answer = ""
-    return answer.strip().lower() in ("y", "yes")
+    return sys.stdin.readline().strip().lower() in ("y", "yes")
 
 
 @contextlib.contextmanager
