@@ -410,16 +410,14 @@ def test_the_report_page_escapes_names_and_embeds_its_plots():
     run = {**EXPECTED_SUMMARY[("rolling-bounce", "static")], "scenario": "<b>&", "variant": "static"}
     page = render_report(
         summary=[run],
-        ratios=[],
         members=[{"scenario": "<b>&", "variant": "static", "longest_pause_ms": 2_000}],
         steps=[],
         ownership=[
             {"scenario": "<b>&", "variant": "static", "topic": "t", "partition": 0, "member": "m<0>"}
             | {"instance": "m<0>#1", "start_ms": 9_000, "end_ms": 12_000}
         ],
-        metrics=METRICS,
     )
-    assert "<h2>&lt;b&gt;&amp;</h2>" in page and "<b>&" not in page
+    assert "<h2>&lt;b&gt;&amp;</h2>" in page and "<b>&" not in page and "m<0>" not in page
     assert page.count('src="data:image/png;base64,') == 2
 
 
@@ -445,6 +443,27 @@ def test_main_exits_1_when_records_were_missed_and_2_on_bad_input(monkeypatch, t
     assert (
         capsys.readouterr().err
         == f"python -m zkcoord.pipeline rebalance-report: no compare.* events under {tmp_path}\n"
+    )
+
+
+def test_runs_that_stopped_before_their_end_are_found_with_why(spark, tmp_path):
+    interrupted = eager_kill()
+    interrupted.events = [event for event in interrupted.events if event.get("phase") != "end"]
+    interrupted.runner("phase", 19_000, phase="interrupted", reason="RunFailed: member m01#1 exited (1):")
+    root = write_traces(tmp_path, legacy_bounce(), interrupted, legacy_cold_start())
+    events = read_events(spark, [os.path.join(root, "traces")])
+    assert rebalance_report._check_runs(events, root, console=lambda line: None) == {
+        ("rolling-bounce", "eager"): "RunFailed: member m01#1 exited (1):",
+        ("cold-start", "legacy"): rebalance_report.UNFINISHED,  # no end phase, and nothing said why
+    }
+
+
+def test_main_exits_1_and_says_so_when_a_run_did_not_finish(monkeypatch, tmp_path, capsys):
+    rows = [{"scenario": "kill", "variant": "eager", "records_missed": 0, "incomplete": "interrupted (SIGINT)"}]
+    monkeypatch.setattr(rebalance_report, "run", lambda in_dir, out_dir, master, driver_memory: rows)
+    assert pipeline_main.main(["rebalance-report", "--in", str(tmp_path), "--out", str(tmp_path / "report")]) == 1
+    assert capsys.readouterr().err == (
+        "incomplete: kill/eager did not finish (interrupted (SIGINT)); the report flags it\n"
     )
 
 
@@ -498,5 +517,5 @@ def test_the_command_writes_the_report_without_importing_gevent_or_kazoo(tmp_pat
     assert page.count('src="data:image/png;base64,') == 2  # the one scenario's ownership timelines and pauses
     printed = result.stdout.splitlines()
     assert printed[0] == "starting Spark on local[*]" and printed[-1] == f"report: {out_dir / 'report.html'}"
-    assert "legacy / eager" in page
+    assert "legacy ÷ eager" in page
     assert any(line.split()[:3] == ["rolling-bounce", "legacy", "/"] for line in printed)

@@ -1,6 +1,7 @@
 """``python -m zkcoord.pipeline``: the pipeline's jobs, in a process that imports neither gevent nor kazoo.
 
-Exit codes: 0 done; 1 the report found records that were never processed; 2 usage or input errors (and a missing
+Exit codes: 0 done; 1 the report found records that were never processed, or runs that did not finish (it is
+written all the same, with a banner); 2 usage or input errors (and a missing
 PySpark or Java). Each job is imported only when chosen, so one job's dependencies do not hold back another.
 """
 
@@ -64,7 +65,13 @@ def _rebalance_report(in_dir: str, out_dir: str, master: str | None, driver_memo
             "processed",
             file=sys.stderr,
         )
-    return 1 if missed else 0
+    incomplete = [row for row in summary if row.get("incomplete")]
+    for row in incomplete:
+        print(
+            f"incomplete: {row['scenario']}/{row['variant']} did not finish ({row['incomplete']}); the report flags it",
+            file=sys.stderr,
+        )
+    return 1 if missed or incomplete else 0
 
 
 if __name__ == "__main__":

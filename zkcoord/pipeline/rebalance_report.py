@@ -1,6 +1,7 @@
 """The rebalance report job: reads a comparison's ``compare.*`` trace events (``EVENT_SCHEMA``), computes the
 metrics (:mod:`zkcoord.pipeline.report_metrics`), and writes the parquet tables, the HTML report and the terminal
-table (``run``). Must not import gevent, kazoo, the runtime or the server.
+table (``run``); runs that did not finish (an ``interrupted`` phase, or no ``end``) are flagged. Must not import
+gevent, kazoo, the runtime or the server.
 """
 
 import os
@@ -14,12 +15,13 @@ from pyspark.sql.types import IntegerType, LongType, StringType, StructField, St
 
 from zkcoord.pipeline.report_html import render_report
 from zkcoord.pipeline.report_metrics import KEY, compute, is_type
-from zkcoord.pipeline.report_summary import METRICS, ratio_rows, sort_rows, terminal_table
+from zkcoord.pipeline.report_summary import sort_rows, terminal_table
 from zkcoord.pipeline.spark import DEFAULT_MASTER, spark_session
 from zkcoord.trace import TRACE_SCHEMA
 
 TIMELINE_PARTITIONS = 64
 TIMELINE_INTERVALS = 20_000
+UNFINISHED = "no end phase: the run stopped without saying why (its runner was killed?)"
 
 EVENT_SCHEMA = StructType(
     [
@@ -47,6 +49,7 @@ EVENT_SCHEMA = StructType(
         StructField("zk_reads", LongType()),
         StructField("zk_writes", LongType()),
         StructField("coordinator_requests", LongType()),
+        StructField("reason", StringType()),  # why a run stopped before its end (``interrupted`` phase)
     ]
 )
 
@@ -97,7 +100,7 @@ def run(
     console(f"reading compare.* events under {source}")
     events = read_events(spark, [source]).persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        _check_runs(events, source, console)
+        incomplete = _check_runs(events, source, console)
         console("computing the metrics")
         tables = compute(events)
         tables.members.persist(StorageLevel.MEMORY_AND_DISK)
@@ -111,31 +114,39 @@ def run(
             collected[name] = sort_rows([row.asDict() for row in spark.read.parquet(path).collect()])
         console(f"collecting ownership intervals of up to {TIMELINE_PARTITIONS} partitions per run")
         ownership = [row.asDict() for row in _timeline_sample(tables.ownership).collect()]
+        killed = events.where(is_type("member") & (F.col("event") == "killed"))
+        kills = [row.asDict() for row in killed.select(*KEY, "member", "instance", "time_ms").collect()]
         console("plotting")
         report_path = os.path.join(out_dir, "report.html")
         html = render_report(
             summary=collected["summary"],
-            ratios=ratio_rows(collected["summary"]),
             members=collected["members"],
             steps=collected["steps"],
             ownership=ownership,
-            metrics=METRICS,
+            kills=kills,
+            incomplete=incomplete,
         )
         with open(report_path, "w", encoding="utf-8") as report:
             report.write(html)
         console(terminal_table(collected["summary"]))
         console(f"report: {report_path}")
-        return collected["summary"]
+        return [
+            {**row, "incomplete": incomplete.get((row["scenario"], row["variant"]))} for row in collected["summary"]
+        ]
     finally:
         events.unpersist()
 
 
-def _check_runs(events: DataFrame, source: str, console: Callable[[str], object]) -> None:
+def _check_runs(events: DataFrame, source: str, console: Callable[[str], object]) -> dict[tuple[str, str], str]:
+    """Refuse input that cannot make a report; the measured runs that did not finish, with why they stopped."""
+    phase = F.when(is_type("phase"), F.col("phase"))
     runs = (
         events.groupBy(KEY)
         .agg(
             F.collect_set("run").alias("runs"),
-            F.max(is_type("phase") & (F.col("phase") == "measure")).alias("measured"),
+            F.max(phase == "measure").alias("measured"),
+            F.max(phase == "end").alias("ended"),
+            F.max(F.when(phase == "interrupted", F.coalesce("reason", F.lit("interrupted")))).alias("interrupted"),
         )
         .collect()
     )
@@ -151,6 +162,11 @@ def _check_runs(events: DataFrame, source: str, console: Callable[[str], object]
         raise ReportInputError(f"no run under {source} reached its measure phase")
     if unmeasured:
         console(f"left out (no measure phase): {', '.join(unmeasured)}")
+    return {
+        (row["scenario"], row["variant"]): row["interrupted"] or UNFINISHED
+        for row in runs
+        if row["measured"] and (row["interrupted"] or not row["ended"])
+    }
 
 
 def _timeline_sample(ownership: DataFrame) -> DataFrame:

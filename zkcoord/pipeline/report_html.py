@@ -1,67 +1,76 @@
-"""The rebalance report as one self-contained HTML page: tables, and plots embedded as base64 PNG.
+"""The rebalance report as one self-contained HTML page 1,400 px wide: what old and new mean, tables with human
+headers, the old ÷ new ratios with their direction, and per scenario its steps and plots (embedded PNG), each
+section saying how to read it. Runs that did not finish are flagged in a banner and left out of the ratios.
 
-Takes the small tables the Spark job collected (lists of dicts) and draws with matplotlib's Agg canvas, without
-pyplot's global state. Must not import pyspark, gevent, kazoo, the runtime or the server.
+Takes the small tables the Spark job collected (lists of dicts). Must not import pyspark, gevent, kazoo, the
+runtime or the server.
 """
 
-import base64
-import io
-from collections import defaultdict
 from html import escape
 
-from matplotlib import colormaps
-from matplotlib.figure import Figure
-from matplotlib.patches import Patch
+from zkcoord.pipeline.report_plots import pause_figure, png_base64, timeline_figure
+from zkcoord.pipeline.report_summary import ratio_rows, with_rates
+from zkcoord.pipeline.report_text import (
+    HEADERS,
+    LOAD_COLUMNS,
+    OLD_AND_NEW,
+    RATIO_COLUMNS,
+    RATIO_DIRECTION,
+    REBALANCE_COLUMNS,
+    SECTIONS,
+    describe_variant,
+    role,
+)
 
-from zkcoord.pipeline.report_summary import format_ratio
+INTERRUPTED = "INTERRUPTED — incomplete"
 
 STYLE = """
-body { font-family: sans-serif; margin: 2em; color: #222; }
-table { border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }
-th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; }
-th { background: #f0f0f0; }
+body { font-family: sans-serif; margin: 2em; color: #222; max-width: 1336px; }
+p.explain { max-width: 70em; line-height: 1.4; }
+.table-box { max-width: 100%; overflow-x: auto; }
+table { border-collapse: collapse; margin: 0.5em 0 1em; font-size: 0.85em; }
+th, td { border: 1px solid #ccc; padding: 0.3em 0.5em; }
+th { background: #f0f0f0; text-align: left; vertical-align: bottom; max-width: 8.5em; white-space: normal; }
+th.number { text-align: right; }
+td { white-space: nowrap; }
 td.number { text-align: right; font-variant-numeric: tabular-nums; }
+th .direction { display: block; font-weight: normal; font-size: 0.85em; color: #555; }
+tr.interrupted td { background: #fff0f0; }
+.banner { border: 3px solid #b00; background: #fee; color: #800; padding: 0.6em 1em; margin: 1em 0; }
+.banner strong { font-size: 1.3em; }
 img { max-width: 100%; }
 """
 
 
 def render_report(
     summary: list[dict],
-    ratios: list[dict],
     members: list[dict],
     steps: list[dict],
     ownership: list[dict],
-    metrics: tuple[str, ...],
+    kills: list[dict] = (),
+    incomplete: dict[tuple[str, str], str] | None = None,
 ) -> str:
-    """The page: the summary, the old / new ratios, and per scenario its steps, ownership timelines and pauses."""
-    summary_columns = ["scenario", "variant", *metrics, "window_ms"]
+    """The page. ``kills``: the ``killed`` member events (scenario, variant, instance, time_ms); ``incomplete``:
+    why each run that did not finish stopped, by (scenario, variant)."""
+    incomplete = incomplete or {}
+    rows = [with_rates(row) for row in summary]
+    complete = [row for row in rows if (row["scenario"], row["variant"]) not in incomplete]
+    ratios = ratio_rows(complete, RATIO_COLUMNS)
     sections = [
-        "<h2>Summary</h2>",
-        _table(summary_columns, [[row[column] for column in summary_columns] for row in summary]),
-        "<h2>Old / new</h2>",
-        "<p>The <code>legacy</code> value divided by the coordinator variant's value of the same scenario (for "
-        "<code>member-migration</code>: the whole-group stop's divided by the member-by-member migration's): "
-        "<code>inf</code> when only the new one is 0, blank when both are.</p>",
-        _table(
-            ["scenario", "old / new", *metrics],
-            [
-                [
-                    row["scenario"],
-                    f"{row['baseline']} / {row['variant']}",
-                    *(format_ratio(row[metric]) for metric in metrics),
-                ]
-                for row in ratios
-            ],
-        )
-        if ratios
-        else "<p>No scenario has a baseline run and a run to compare with it.</p>",
+        _banner(incomplete),
+        _section("Old and new", "runs", _variants_table(rows), intro=OLD_AND_NEW),
+        _section("Rebalances and pauses", "rebalancing", _run_table(rows, REBALANCE_COLUMNS, incomplete)),
+        _section("Records and load", "load", _run_table(rows, LOAD_COLUMNS, incomplete)),
+        _section("Old ÷ new", "ratios", _ratio_table(ratios)),
     ]
-    for scenario in dict.fromkeys(row["scenario"] for row in summary):
-        runs = [row for row in summary if row["scenario"] == scenario]
-        sections.append(f"<h2>{escape(scenario)}</h2>")
-        sections.append(_steps_table(runs, [row for row in steps if row["scenario"] == scenario]))
-        sections.append("<h3>Ownership per partition</h3>")
-        sections.append(_image(_timeline_figure(runs, ownership, steps), f"ownership timelines of {scenario}"))
+    for scenario in dict.fromkeys(row["scenario"] for row in rows):
+        runs = [row for row in rows if row["scenario"] == scenario]
+        stopped = [run["variant"] for run in runs if (scenario, run["variant"]) in incomplete]
+        flag = f' <span class="flag">({INTERRUPTED}: {escape(", ".join(stopped))})</span>' if stopped else ""
+        sections.append(f"<h2>{escape(scenario)}{flag}</h2>")
+        sections.append(_section("Steps", "steps", _steps_table(runs, steps), level=3))
+        timelines = _image(timeline_figure(runs, ownership, steps, kills), f"ownership timelines of {scenario}")
+        sections.append(_section("Ownership per partition", "ownership", timelines, level=3))
         pauses = {
             run["variant"]: [
                 row["longest_pause_ms"]
@@ -71,44 +80,127 @@ def render_report(
             ]
             for run in runs
         }
-        sections.append("<h3>Members' longest pauses</h3>")
-        if any(pauses.values()):
-            sections.append(_image(_pause_figure(pauses), f"longest pauses per member in {scenario}"))
-        else:
-            sections.append("<p>No member processed twice in the window.</p>")
-    body = "\n".join(sections)
+        plot = (
+            _image(pause_figure(pauses), f"longest pauses per member in {scenario}")
+            if any(pauses.values())
+            else "<p>No member processed twice in the window.</p>"
+        )
+        sections.append(_section("Members' longest pauses", "pauses", plot, level=3))
+    body = "\n".join(section for section in sections if section)
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         f"<title>zkcoord rebalance report</title>\n<style>{STYLE}</style>\n</head>\n<body>\n"
-        "<h1>zkcoord rebalance report</h1>\n"
-        "<p>Metrics over each run's window W (<code>measure</code> to <code>end</code>), as docs/compare.md "
-        "defines them.</p>\n"
+        "<h1>zkcoord rebalance report: the old and the new rebalance</h1>\n"
         f"{body}\n</body>\n</html>\n"
     )
+
+
+def _banner(incomplete: dict[tuple[str, str], str]) -> str:
+    if not incomplete:
+        return ""
+    items = "".join(
+        f"<li>{escape(scenario)} / {escape(variant)}: {escape(reason)}</li>"
+        for (scenario, variant), reason in sorted(incomplete.items())
+    )
+    return (
+        f'<div class="banner" role="alert"><strong>{INTERRUPTED}</strong>'
+        f"<p>{len(incomplete)} run(s) stopped before they finished. Their numbers cover only what happened until "
+        "then, they are marked in every table and left out of the ratios; run <code>zkcoord compare run</code> "
+        f"again for them.</p><ul>{items}</ul></div>"
+    )
+
+
+def _section(title: str, kind: str, content: str, intro: str = "", level: int = 2) -> str:
+    """A titled section: what it shows and how to read it, then ``content``."""
+    return (
+        f'<section class="{kind}">\n<h{level}>{escape(title)}</h{level}>\n{intro}'
+        f'<p class="explain">{SECTIONS[kind]}</p>\n{content}\n</section>'
+    )
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _cell(value) -> str:
     if value is None:
         return "<td></td>"
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    if not _is_number(value):
         return f"<td>{escape(str(value))}</td>"
-    text = f"{value:.2f}" if isinstance(value, float) else str(value)
+    text = f"{value:,.2f}" if isinstance(value, float) else f"{value:,}"  # a ratio's inf stays "inf"
     return f'<td class="number">{text}</td>'
 
 
-def _table(header: list[str], rows: list[list]) -> str:
-    head = "".join(f"<th>{escape(column)}</th>" for column in header)
-    body = "\n".join("<tr>" + "".join(_cell(value) for value in row) + "</tr>" for row in rows)
-    return f"<table>\n<tr>{head}</tr>\n{body}\n</table>"
+def _table(columns: list[str], rows: list[list], row_classes: list[str] | None = None, directions: bool = False) -> str:
+    """A table in a box that scrolls sideways rather than overflow the page; numeric columns right-aligned."""
+    numeric = [any(_is_number(row[index]) for row in rows) for index in range(len(columns))]
+    head = "".join(
+        _attributed("th", "number" if numeric[index] else "")
+        + escape(HEADERS[column])
+        + (f'<span class="direction">{RATIO_DIRECTION}</span>' if directions and column in RATIO_COLUMNS else "")
+        + "</th>"
+        for index, column in enumerate(columns)
+    )
+    classes = row_classes or [""] * len(rows)
+    body = "\n".join(
+        _attributed("tr", kind) + "".join(_cell(value) for value in row) + "</tr>"
+        for row, kind in zip(rows, classes, strict=True)
+    )
+    return f'<div class="table-box">\n<table>\n<tr>{head}</tr>\n{body}\n</table>\n</div>'
+
+
+def _attributed(tag: str, kind: str) -> str:
+    return f'<{tag} class="{kind}">' if kind else f"<{tag}>"
+
+
+def _variants_table(rows: list[dict]) -> str:
+    variants = list(dict.fromkeys(row["variant"] for row in rows))
+    return (
+        '<div class="table-box">\n<table>\n<tr><th>Variant</th><th>Old or new</th><th>What it runs</th></tr>\n'
+        + "\n".join(
+            f"<tr><td>{escape(variant)}</td><td>{role(variant)}</td><td>{escape(describe_variant(variant))}</td></tr>"
+            for variant in variants
+        )
+        + "\n</table>\n</div>"
+    )
+
+
+def _variant_cell(row: dict, incomplete: dict) -> str:
+    interrupted = (row["scenario"], row["variant"]) in incomplete
+    return f"{row['variant']} ({role(row['variant'])}){' — ' + INTERRUPTED if interrupted else ''}"
+
+
+def _run_table(rows: list[dict], columns: tuple[str, ...], incomplete: dict) -> str:
+    return _table(
+        ["scenario", "variant", *columns],
+        [[row["scenario"], _variant_cell(row, incomplete), *(row[column] for column in columns)] for row in rows],
+        ["interrupted" if (row["scenario"], row["variant"]) in incomplete else "" for row in rows],
+    )
+
+
+def _ratio_table(ratios: list[dict]) -> str:
+    if not ratios:
+        return "<p>No scenario has a finished old run and a finished new run to compare.</p>"
+    return _table(
+        ["scenario", "compared", *RATIO_COLUMNS],
+        [
+            [row["scenario"], f"{row['baseline']} ÷ {row['variant']}", *(row[column] for column in RATIO_COLUMNS)]
+            for row in ratios
+        ],
+        directions=True,
+    )
 
 
 def _steps_table(runs: list[dict], steps: list[dict]) -> str:
-    if not steps:
-        return "<p>No steps.</p>"
     window_start = {run["variant"]: run["window_start_ms"] for run in runs}
     variants = [run["variant"] for run in runs]
-    ordered = sorted(steps, key=lambda step: (variants.index(step["variant"]), step["start_ms"]))
-    header = ["variant", "step", "name", "start (s in W)", "length (s)", "assignments", "time_to_stable_ms"]
+    ordered = sorted(
+        (step for step in steps if step["scenario"] == runs[0]["scenario"] and step["variant"] in window_start),
+        key=lambda step: (variants.index(step["variant"]), step["start_ms"]),
+    )
+    if not ordered:
+        return "<p>No steps.</p>"
+    columns = ["variant", "step", "name", "start_s", "length_s", "assignments", "step_time_to_stable_ms"]
     rows = [
         [
             step["variant"],
@@ -121,84 +213,8 @@ def _steps_table(runs: list[dict], steps: list[dict]) -> str:
         ]
         for step in ordered
     ]
-    return _table(header, rows)
+    return _table(columns, rows)
 
 
-def _image(figure: Figure, description: str) -> str:
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=80, bbox_inches="tight")
-    encoded = base64.b64encode(buffer.getvalue()).decode("ascii")
-    return f'<img alt="{escape(description)}" src="data:image/png;base64,{encoded}">'
-
-
-def _timeline_figure(runs: list[dict], ownership: list[dict], steps: list[dict]) -> Figure:
-    """One panel per variant: a row per partition, a bar per ownership interval colored by member."""
-    scenario = runs[0]["scenario"]
-    intervals_by_variant = defaultdict(list)
-    for interval in ownership:
-        if interval["scenario"] == scenario:
-            intervals_by_variant[interval["variant"]].append(interval)
-    member_names = sorted({interval["member"] for rows in intervals_by_variant.values() for interval in rows})
-    colors = _palette(len(member_names))
-    color_of = dict(zip(member_names, colors, strict=True))
-    rows_per_variant = [
-        sorted({(interval["topic"], interval["partition"]) for interval in intervals_by_variant[run["variant"]]})
-        for run in runs
-    ]
-    heights = [max(1.2, 0.14 * len(rows) + 0.6) for rows in rows_per_variant]
-    figure = Figure(figsize=(12, sum(heights) + 0.8))
-    axes = figure.subplots(len(runs), 1, sharex=True, squeeze=False, gridspec_kw={"height_ratios": heights})[:, 0]
-    for axis, run, partitions in zip(axes, runs, rows_per_variant, strict=True):
-        start, length = run["window_start_ms"], run["window_ms"]
-        row_of = {partition: index for index, partition in enumerate(partitions)}
-        bars = [
-            (
-                row_of[(interval["topic"], interval["partition"])],
-                (max(interval["start_ms"], start) - start) / 1000.0,
-                (interval["end_ms"] - max(interval["start_ms"], start)) / 1000.0,
-                color_of[interval["member"]],
-            )
-            for interval in intervals_by_variant[run["variant"]]
-            if interval["end_ms"] > start
-        ]
-        if bars:
-            rows, lefts, widths, bar_colors = zip(*bars, strict=True)
-            axis.barh(rows, widths, left=lefts, height=0.8, color=bar_colors, linewidth=0)
-        for step in steps:
-            if (step["scenario"], step["variant"]) == (scenario, run["variant"]):
-                axis.axvline((step["start_ms"] - start) / 1000.0, color="#555", linestyle="--", linewidth=0.8)
-        axis.set_xlim(0, max(length, 1) / 1000.0)
-        axis.set_ylim(len(partitions) - 0.5, -0.5)
-        axis.set_yticks(range(len(partitions)))
-        axis.set_yticklabels([f"{topic}-{partition}" for topic, partition in partitions], fontsize=6)
-        axis.set_title(f"{run['variant']} (dashed: steps)", fontsize=9, loc="left")
-    axes[-1].set_xlabel("seconds since the window opened")
-    if member_names:
-        figure.legend(
-            handles=[Patch(color=color_of[member], label=member) for member in member_names],
-            loc="upper right",
-            fontsize=7,
-            ncol=min(len(member_names), 10),
-        )
-    return figure
-
-
-def _palette(count: int) -> list:
-    colormap = colormaps["tab20"]
-    return [colormap(index % colormap.N) for index in range(count)]
-
-
-def _pause_figure(pauses: dict[str, list[float]]) -> Figure:
-    """A box per variant of its members' longest pauses, the members as points over it."""
-    variants = [variant for variant, values in pauses.items() if values]
-    figure = Figure(figsize=(max(4, 1.6 * len(variants) + 1), 3.2))
-    axis = figure.subplots()
-    axis.boxplot([pauses[variant] for variant in variants], showfliers=False)
-    axis.set_xticks(range(1, len(variants) + 1), labels=variants)
-    for position, variant in enumerate(variants, start=1):
-        values = pauses[variant]
-        spread = [position + 0.25 * (index / max(len(values) - 1, 1) - 0.5) for index in range(len(values))]
-        axis.scatter(spread, values, s=10, color="#1f77b4", alpha=0.7, zorder=3)
-    axis.set_ylabel("longest pause per member (ms)")
-    axis.set_ylim(bottom=0)
-    return figure
+def _image(figure, description: str) -> str:
+    return f'<img alt="{escape(description)}" src="data:image/png;base64,{png_base64(figure)}">'

@@ -25,6 +25,19 @@ METRICS = (
     "coordinator_requests",
 )
 HEADLINE_METRICS = ("rebalances", "pause_max_ms", "partitions_moved", "records_duplicated", "zk_writes")
+PER_SECOND = ("records_processed", "zk_reads", "zk_writes", "coordinator_requests")
+
+
+def with_rates(row: dict) -> dict:
+    """``row`` with its window in seconds and ``<count>_per_s`` for the counts that grow with the window
+    (``PER_SECOND``): windows differ in length, so only these rates compare across runs."""
+    window_s = row["window_ms"] / 1000.0 if row["window_ms"] else None
+
+    def per_second(value) -> float | None:
+        return None if value is None or not window_s else value / window_s
+
+    rates = {f"{count}_per_s": per_second(row[count]) for count in PER_SECOND}
+    return {**row, "window_s": window_s, **rates}
 
 
 def old_new_ratio(old, new) -> float | None:

@@ -1,0 +1,210 @@
+"""The rebalance report's page (zkcoord.pipeline.report_html) read as a reader would, without a browser: every
+section says how to read it, ratios say which way is better, headers are words, load is per second, tables scroll
+inside their box with numbers to the right, runs that did not finish are flagged, killed members are drawn until
+their kill."""
+
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+
+import pytest
+
+from zkcoord.pipeline.report_html import INTERRUPTED, render_report
+from zkcoord.pipeline.report_plots import partition_labels, timeline_bars
+from zkcoord.pipeline.report_summary import METRICS
+from zkcoord.pipeline.report_text import HEADERS, RATIO_DIRECTION, SECTIONS
+
+VOID = {"img", "meta", "br", "hr", "link", "input"}
+WINDOW_START = 10_000
+
+
+@dataclass
+class Element:
+    tag: str
+    attrs: dict
+    children: list = field(default_factory=list)
+    text: str = ""
+
+    def all(self, tag: str, kind: str | None = None) -> list["Element"]:
+        """Every descendant ``tag`` (with ``kind`` among its classes)."""
+        found = []
+        for child in self.children:
+            if child.tag == tag and (kind is None or kind in child.attrs.get("class", "").split()):
+                found.append(child)
+            found += child.all(tag, kind)
+        return found
+
+    def content(self) -> str:
+        return self.text + "".join(child.content() for child in self.children)
+
+
+class TreeBuilder(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.root = Element("document", {})
+        self.open = [self.root]
+
+    def handle_starttag(self, tag, attrs):
+        element = Element(tag, dict(attrs))
+        self.open[-1].children.append(element)
+        if tag not in VOID:
+            self.open.append(element)
+
+    def handle_endtag(self, tag):
+        assert self.open[-1].tag == tag, f"</{tag}> closes <{self.open[-1].tag}>"
+        self.open.pop()
+
+    def handle_data(self, data):
+        self.open[-1].children.append(Element("#text", {}, text=data))
+
+
+def parse(page: str) -> Element:
+    builder = TreeBuilder()
+    builder.feed(page)
+    builder.close()
+    assert [element.tag for element in builder.open] == ["document"], "unclosed elements"
+    return builder.root
+
+
+def run_row(scenario: str, variant: str, window_ms: int = 10_000, **values) -> dict:
+    row = {"scenario": scenario, "variant": variant, **dict.fromkeys(METRICS, 2), "window_ms": window_ms}
+    return {**row, "window_start_ms": WINDOW_START, **values}
+
+
+def interval(scenario, variant, partition, instance, start_ms, end_ms) -> dict:
+    member = instance.split("#")[0]
+    return {"scenario": scenario, "variant": variant, "topic": "t", "partition": partition, "member": member} | {
+        "instance": instance,
+        "start_ms": start_ms,
+        "end_ms": end_ms,
+    }
+
+
+SUMMARY = [
+    run_row("kill", "legacy", 20_000, zk_writes=400, records_processed=8_000, coordinator_requests=0),
+    run_row("kill", "eager", 10_000, zk_writes=0, records_processed=4_000, coordinator_requests=50),
+    run_row("rolling-bounce", "legacy"),
+    run_row("rolling-bounce", "static", rebalances=0),
+]
+OWNERSHIP = [
+    interval("kill", "legacy", 0, "m00#1", 1_000, 10_017),  # killed 17 ms into the window
+    interval("kill", "legacy", 0, "m01#1", 14_000, 30_000),
+    interval("kill", "eager", 0, "m00#1", 1_000, 10_500),
+    interval("kill", "eager", 0, "m01#1", 13_000, 20_000),
+    interval("rolling-bounce", "legacy", 0, "m00#1", 1_000, 20_000),
+    interval("rolling-bounce", "static", 0, "m00#1", 1_000, 20_000),
+]
+KILLS = [
+    {"scenario": "kill", "variant": "legacy", "member": "m00", "instance": "m00#1", "time_ms": 10_017},
+    {"scenario": "kill", "variant": "eager", "member": "m00", "instance": "m00#1", "time_ms": 10_500},
+]
+STEPS = [
+    {"scenario": "kill", "variant": variant, "step": 1, "name": "SIGKILL m00", "start_ms": 10_000}
+    | {"end_ms": 15_000, "assignments": 2, "time_to_stable_ms": 4_000}
+    for variant in ("legacy", "eager")
+]
+MEMBERS = [{"scenario": "kill", "variant": "legacy", "member": "m01", "longest_pause_ms": 300}]
+
+
+def page(incomplete: dict | None = None) -> Element:
+    return parse(render_report(SUMMARY, MEMBERS, STEPS, OWNERSHIP, KILLS, incomplete))
+
+
+@pytest.fixture(scope="module")
+def complete_page() -> Element:
+    return page()
+
+
+def test_the_page_says_what_old_and_new_are_and_every_section_how_to_read_it(complete_page):
+    intro = complete_page.all("section", "runs")[0].content()
+    assert "Old is Kafka 0.8.2's rebalance through ZooKeeper" in intro and "New is the group coordinator" in intro
+    sections = complete_page.all("section")
+    kinds = [section.attrs["class"] for section in sections]
+    assert kinds[:4] == ["runs", "rebalancing", "load", "ratios"]
+    assert kinds[4:] == ["steps", "ownership", "pauses"] * 2  # per scenario
+    for section in sections:
+        explanations = section.all("p", "explain")
+        assert len(explanations) == 1 and explanations[0].content().strip(), section.attrs["class"]
+    assert set(SECTIONS) == set(kinds)
+
+
+def test_every_ratio_says_which_way_is_better_and_the_roles_are_named(complete_page):
+    ratios = complete_page.all("section", "ratios")[0]
+    header = ratios.all("tr")[0].all("th")
+    assert [th.all("span", "direction")[0].content() for th in header[2:]] == [RATIO_DIRECTION] * (len(header) - 2)
+    assert RATIO_DIRECTION == "old ÷ new, higher is better for new"
+    rows = [[td.content() for td in tr.all("td")] for tr in ratios.all("tr")[1:]]
+    assert [row[:2] for row in rows] == [["kill", "legacy ÷ eager"], ["rolling-bounce", "legacy ÷ static"]]
+    variants = [tr.all("td")[1].content() for tr in complete_page.all("section", "rebalancing")[0].all("tr")[1:]]
+    assert variants == ["legacy (old)", "eager (new)", "legacy (old)", "static (new)"]
+
+
+def test_headers_are_words_not_column_names(complete_page):
+    headers = [th.all("#text")[0].text for th in complete_page.all("th")]
+    assert headers and all("_" not in text for text in headers)
+    assert set(headers) <= set(HEADERS.values()) | {"Variant", "Old or new", "What it runs"}
+
+
+def test_load_is_compared_per_second_of_window_where_windows_differ(complete_page):
+    load = complete_page.all("section", "load")[0]
+    columns = [th.all("#text")[0].text for th in load.all("th")]
+    kill_legacy, kill_eager = ([td.content() for td in tr.all("td")] for tr in load.all("tr")[1:3])
+    at = columns.index
+    assert (kill_legacy[at("Window (s)")], kill_eager[at("Window (s)")]) == ("20.00", "10.00")
+    assert kill_legacy[at("ZooKeeper writes per s")] == "20.00"
+    # Twice the records in twice the window: the same rate, which the totals would hide.
+    assert kill_legacy[at("Records processed per s")] == kill_eager[at("Records processed per s")] == "400.00"
+    ratios = complete_page.all("section", "ratios")[0]
+    ratio_columns = [th.all("#text")[0].text for th in ratios.all("th")]
+    assert "ZooKeeper writes per s" in ratio_columns and "ZooKeeper writes" not in ratio_columns
+    assert "Coordinator requests per s" not in ratio_columns  # the old rebalance has no coordinator
+
+
+def test_tables_scroll_inside_their_box_and_numbers_are_right_aligned(complete_page):
+    tables = complete_page.all("table")
+    boxes = complete_page.all("div", "table-box")
+    assert len(tables) == len(boxes) == sum(len(box.all("table")) for box in boxes)
+    cells = [td for table in tables for td in table.all("td")]
+
+    def is_number(text: str) -> bool:
+        return text == "inf" or text.replace(",", "").replace(".", "").isdigit()
+
+    assert any(is_number(td.content()) for td in cells)
+    for td in cells:
+        assert (td.attrs.get("class") == "number") == is_number(td.content()) or not td.content(), td
+
+
+def test_a_complete_report_has_no_banner(complete_page):
+    assert complete_page.all("div", "banner") == []
+    assert INTERRUPTED not in complete_page.content()
+
+
+def test_runs_that_did_not_finish_are_flagged_everywhere_and_left_out_of_the_ratios():
+    flagged = page({("kill", "eager"): "interrupted (SIGINT)"})
+    banner = flagged.all("div", "banner")
+    assert len(banner) == 1 and banner[0].attrs["role"] == "alert"
+    assert banner[0].all("strong")[0].content() == "INTERRUPTED — incomplete"
+    assert "kill / eager: interrupted (SIGINT)" in banner[0].content()
+    for kind in ("rebalancing", "load"):
+        rows = flagged.all("section", kind)[0].all("tr", "interrupted")
+        assert [tr.all("td")[1].content() for tr in rows] == ["eager (new) — INTERRUPTED — incomplete"]
+    assert "(INTERRUPTED — incomplete: eager)" in flagged.all("h2")[-2].content()  # the kill scenario's heading
+    ratios = [tr.all("td")[1].content() for tr in flagged.all("section", "ratios")[0].all("tr")[1:]]
+    assert ratios == ["legacy ÷ static"]
+
+
+def test_a_member_killed_just_after_the_window_opened_is_drawn_until_its_kill():
+    run = SUMMARY[0]
+    bars = timeline_bars(run, [OWNERSHIP[0], OWNERSHIP[1]], {("t", 0): 0})
+    killed = next(bar for bar in bars if bar.instance == "m00#1")
+    # From the shown end of the warm-up (1 s before the window, more than the 17 ms it owned in it) to the kill.
+    assert (killed.left_s, round(killed.left_s + killed.width_s, 3)) == (-2.0, 0.017)
+    successor = next(bar for bar in bars if bar.instance == "m01#1")
+    assert (successor.left_s, successor.width_s) == (4.0, 16.0)
+    assert "m00#1" in {bar.instance for bar in bars}
+
+
+def test_partition_labels_are_thinned_to_stay_readable():
+    rows, labels, title = partition_labels([("kill.legacy.0", p) for p in range(64)])
+    assert (rows[:3], labels[:3], len(labels), title) == ([0, 4, 8], ["0", "4", "8"], 16, "partition of kill.legacy.0")
+    rows, labels, _ = partition_labels([("a", 0), ("a", 1), ("b", 0)])
+    assert (rows, labels) == ([0, 1, 2], ["0-0", "0-1", "1-0"])
