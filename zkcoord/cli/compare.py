@@ -6,16 +6,20 @@ Must not import pyspark or the pipeline's jobs: they run in a process of their o
 """
 
 import argparse
+import shlex
+import signal
 import sys
 from pathlib import Path
 
 from zkcoord import env
 from zkcoord.cli.common import EXIT_OK, EXIT_PROBLEM, UsageError, comma_list, parse_key_values
 
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command Ctrl-C ended
+
 
 def cmd_compare_run(args: argparse.Namespace) -> int:
-    """Run the scenarios under every variant; exit 1 when a run failed."""
-    from zkcoord.compare.runner import CompareOptions, compare_run
+    """Run the scenarios under every variant; exit 1 when a run failed, 130 when Ctrl-C stopped them."""
+    from zkcoord.compare.runner import CompareOptions, RunInterrupted, compare_run
     from zkcoord.compare.scenarios import SCENARIOS, Workload
 
     scenarios = list(SCENARIOS) if args.scenario == "all" else comma_list(args.scenario)
@@ -41,13 +45,41 @@ def cmd_compare_run(args: argparse.Namespace) -> int:
         node_properties=parse_key_values(args.node_property or [], "--node-property"),
         jvm_members=args.jvm_members,
     )
+    previous = signal.signal(signal.SIGINT, _interrupt_once)
     try:
         results = compare_run(options)
     except ValueError as error:
         raise UsageError(str(error)) from None
+    except RunInterrupted as interrupted:
+        print(_interrupted_line(interrupted.entry, args.out), file=sys.stderr)
+        return EXIT_INTERRUPTED
+    finally:
+        signal.signal(signal.SIGINT, previous)
     failed = [r for r in results if r["status"] == "failed"]
     print(f"traces in {args.out}/traces; next: zkcoord pipeline rebalance-report --in {args.out} --out REPORT_DIR")
     return EXIT_PROBLEM if failed else EXIT_OK
+
+
+def _interrupt_once(signum, frame) -> None:
+    """The first Ctrl-C stops the run; later ones are ignored, so that stopping every process it started (members,
+    nodes, ZooKeeper) is not itself cut short."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
+def _interrupted_line(entry: dict | None, out: str) -> str:
+    """The one line Ctrl-C leaves: what state the output is in, and how to go on."""
+    manifest = f"{out}/compare.json"
+    if entry is None:
+        state = f"the finished runs are in {manifest}"
+        again = ""
+    else:
+        state = f"{entry['scenario']} / {entry['variant']} is marked interrupted in {manifest} and its traces"
+        again = f" --scenario {entry['scenario']} --variants {entry['variant']}"
+    return (
+        f"interrupted; the state is: {state}, every process the run started is stopped; "
+        f"run zkcoord compare run{again} ... --out {shlex.quote(out)} to resume"
+    )
 
 
 def cmd_pipeline(args: argparse.Namespace) -> int:

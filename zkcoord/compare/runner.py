@@ -70,6 +70,8 @@ from zkcoord.zk.server import EmbeddedZooKeeper, free_port
 log = logging.getLogger(__name__)
 
 MANIFEST = "compare.json"
+INTERRUPTED = "interrupted"  # a run's manifest status when Ctrl-C stopped it
+SIGINT_REASON = "interrupted (SIGINT)"
 RUNNER = "runner"
 TICK_S = 0.05
 
@@ -379,6 +381,9 @@ class ScenarioRun:
         self._writer = JsonLinesTraceWriter(self.trace_dir / f"{RUNNER}.jsonl")
         try:
             self._run(say)
+        except BaseException as error:  # Ctrl-C too: the report must know the run did not finish
+            self.emit("compare.phase", phase="interrupted", reason=stop_reason(error))
+            raise
         finally:
             self.stop()
             self.production.close()
@@ -440,6 +445,22 @@ class ScenarioRun:
             node.stop()
 
 
+def stop_reason(error: BaseException) -> str:
+    """Why a run stopped before its end, in one line."""
+    if isinstance(error, KeyboardInterrupt):
+        return SIGINT_REASON
+    return f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}".rstrip(": ")
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped ``compare run``: ``entry`` (the manifest's) is the run it was in (None between runs); every
+    process the command started has been stopped."""
+
+    def __init__(self, entry: dict | None):
+        super().__init__(entry)
+        self.entry = entry
+
+
 # ---- the whole run ------------------------------------------------------------------------------------------------
 
 
@@ -467,6 +488,13 @@ class CompareContext:
         return [f"{scenario}.{variant}.{n}{self.suffix}" for n in range(self.options.workload.topics)]
 
     def __enter__(self) -> "CompareContext":
+        try:
+            return self._enter()
+        except BaseException:  # Ctrl-C while ZooKeeper starts must not leave it running
+            self.__exit__()
+            raise
+
+    def _enter(self) -> "CompareContext":
         base = self.options.zookeeper
         if self.on_kafka:  # compare_run checked that the broker's ZooKeeper is given
             self.kafka = kafka_endpoint(self.options.source, base)
@@ -519,36 +547,52 @@ def compare_run(options: CompareOptions, say: Callable[[str], None] = print) -> 
             raise ValueError(f"variant {name!r} runs librdkafka consumers, which need --source kafka:bootstrap=...")
     options.out.mkdir(parents=True, exist_ok=True)
     results = []
-    with CompareContext(options) as context:
-        for scenario in options.scenarios:
-            for variant_name in variants:
-                variant = VARIANTS[variant_name]
-                entry = {"scenario": scenario, "variant": variant_name, "run": context.run_id}
-                try:
-                    steps = plan(scenario, variant, options.workload, context.topics(scenario, variant_name))
-                except NotApplicable as reason:
-                    say(f"{scenario} / {variant_name}: not applicable ({reason})")
-                    results.append({**entry, "status": "not-applicable", "detail": str(reason)})
-                    continue
-                say(f"{scenario} / {variant_name} ({variant.label}) ...")
-                started = time.monotonic()
-                try:
-                    run = ScenarioRun(context, steps, variant)
-                    run.run(say)
-                    entry.update(status="ok", detail=None)
-                    if variant.migrates:
-                        figures = migration_figures(read_events(run.trace_dir))
-                        entry["figures"] = figures.to_json()
-                        say(f"  {figures.describe()}")
-                except Exception as error:  # one broken run must not end the others
-                    log.debug("run %s / %s failed", scenario, variant_name, exc_info=True)
-                    entry.update(status="failed", detail=f"{type(error).__name__}: {error}")
-                    say(f"  FAILED: {entry['detail']}")
+    try:
+        with CompareContext(options) as context:
+            _run_all(options, context, variants, results, say)
+    except KeyboardInterrupt:
+        interrupted = next((entry for entry in results if entry.get("status") == INTERRUPTED), None)
+        raise RunInterrupted(interrupted) from None
+    return results
+
+
+def _run_all(
+    options: CompareOptions, context: CompareContext, variants: list[str], results: list[dict], say: Callable
+) -> None:
+    """Every scenario under every variant, one after the other, each entry added to ``results`` and the
+    manifest as it ends; Ctrl-C marks the run it is in ``interrupted`` and ends the loop."""
+    for scenario in options.scenarios:
+        for variant_name in variants:
+            variant = VARIANTS[variant_name]
+            entry = {"scenario": scenario, "variant": variant_name, "run": context.run_id}
+            try:
+                steps = plan(scenario, variant, options.workload, context.topics(scenario, variant_name))
+            except NotApplicable as reason:
+                say(f"{scenario} / {variant_name}: not applicable ({reason})")
+                results.append({**entry, "status": "not-applicable", "detail": str(reason)})
+                continue
+            say(f"{scenario} / {variant_name} ({variant.label}) ...")
+            started = time.monotonic()
+            try:
+                run = ScenarioRun(context, steps, variant)
+                run.run(say)
+                entry.update(status="ok", detail=None)
+                if variant.migrates:
+                    figures = migration_figures(read_events(run.trace_dir))
+                    entry["figures"] = figures.to_json()
+                    say(f"  {figures.describe()}")
+            except KeyboardInterrupt:
+                entry.update(status=INTERRUPTED, detail=SIGINT_REASON)
+                raise
+            except Exception as error:  # one broken run must not end the others
+                log.debug("run %s / %s failed", scenario, variant_name, exc_info=True)
+                entry.update(status="failed", detail=f"{type(error).__name__}: {error}")
+                say(f"  FAILED: {entry['detail']}")
+            finally:
                 entry["duration_s"] = round(time.monotonic() - started, 1)
-                say(f"  {entry['status']} in {entry['duration_s']:.0f} s")
                 results.append(entry)
                 write_manifest(options, results)
-    return results
+            say(f"  {entry['status']} in {entry['duration_s']:.0f} s")
 
 
 def write_manifest(options: CompareOptions, results: list[dict]) -> None:

@@ -1,0 +1,84 @@
+"""``zkcoord compare run`` stopped by Ctrl-C, as an operator would: one line on stderr, exit 130, no process of the
+run left, and the run marked interrupted in its manifest and its traces (test_pipeline_report checks that the
+report flags such a run)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from zkcoord.testing.zookeeper import wait_until
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def descendants(pid: int) -> set[int]:
+    """Every process below ``pid``, from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue  # gone meanwhile
+            children.setdefault(parent, []).append(int(entry.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def test_ctrl_c_marks_the_run_interrupted_and_stops_every_process_it_started(tmp_path):
+    out = tmp_path / "compare"
+    command = [
+        *(sys.executable, "-m", "zkcoord.cli", "compare", "run", "--scenario", "rolling-bounce"),
+        *("--variants", "eager", "--members", "2", "--partitions", "4", "--duration", "60"),
+        *("--node-property", "group.initial.rebalance.delay.ms=0", "--out", str(out)),
+    ]
+    env = {key: value for key, value in os.environ.items() if key != "ZKCOORD_ZK_CONNECT"}  # its own ZooKeeper too
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    runner_trace = out / "traces" / "rolling-bounce" / "eager" / "runner.jsonl"
+    try:
+        wait_until(
+            lambda: runner_trace.exists() and '"measure"' in runner_trace.read_text(), 90, what="the window to open"
+        )
+        started = descendants(process.pid)  # ZooKeeper, the node, two members
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=90)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 130, stderr
+    assert len(started) >= 4, started
+    assert len(stderr.splitlines()) == 1 and "Traceback" not in stderr, stderr
+    assert stderr.startswith(
+        "interrupted; the state is: rolling-bounce / eager is marked interrupted in "
+        f"{out}/compare.json and its traces, every process the run started is stopped; run zkcoord compare run "
+        "--scenario rolling-bounce --variants eager"
+    ), stderr
+    wait_until(lambda: not any(alive(pid) for pid in started), 10, what="every process of the run to be gone")
+    manifest = json.loads((out / "compare.json").read_text())
+    assert [(run["variant"], run["status"], run["detail"]) for run in manifest["runs"]] == [
+        ("eager", "interrupted", "interrupted (SIGINT)")
+    ]
+    phases = [
+        (event["phase"], event.get("reason"))
+        for event in map(json.loads, runner_trace.read_text().splitlines())
+        if event["type"] == "compare.phase"
+    ]
+    assert phases == [("warmup", None), ("measure", None), ("interrupted", "interrupted (SIGINT)")]
