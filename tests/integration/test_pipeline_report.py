@@ -359,6 +359,19 @@ def test_the_old_new_ratio_is_inf_only_when_new_is_0_and_blank_when_both_are():
     assert static_ratios.split()[4:] == ["inf"] * len(HEADLINE_METRICS)
 
 
+def test_the_terminal_marks_runs_that_did_not_finish_and_gives_them_no_ratio():
+    summary = [
+        {"scenario": "kill", "variant": variant, **dict.fromkeys(METRICS, value)}
+        for variant, value in (("legacy", 4), ("eager", 2), ("static", 1))
+    ]
+    table = terminal_table(summary, {("kill", "eager")}).splitlines()
+    assert table[2].split()[:3] == ["kill", "eager", "(INCOMPLETE)"]
+    assert [line.split()[:4] for line in table if " / " in line and line.startswith("kill")] == [
+        ["kill", "legacy", "/", "static"]
+    ]
+    assert table[-1].startswith("(old / new: above 1 the new rebalance did better;")
+
+
 def test_a_member_by_member_migration_is_divided_by_the_whole_group_stop_of_its_own_members():
     summary = [
         {"scenario": "member-migration", "variant": variant, **dict.fromkeys(METRICS, value)}

@@ -128,7 +128,7 @@ def run(
         )
         with open(report_path, "w", encoding="utf-8") as report:
             report.write(html)
-        console(terminal_table(collected["summary"]))
+        console(terminal_table(collected["summary"], incomplete))
         console(f"report: {report_path}")
         return [
             {**row, "incomplete": incomplete.get((row["scenario"], row["variant"]))} for row in collected["summary"]

@@ -5,7 +5,7 @@ Pure: no IO; must not import pyspark, matplotlib, gevent, kazoo, the runtime or 
 """
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from zkcoord.compare.scenarios import SCENARIOS, VARIANTS, baseline
 from zkcoord.tables import format_table
@@ -69,16 +69,22 @@ def format_ratio(ratio: float | None, blank: str = "") -> str:
     return "inf" if math.isinf(ratio) else f"{ratio:.2f}"
 
 
-def terminal_table(summary: list[dict]) -> str:
-    """The headline values of every run, then their old / new ratios per scenario and coordinator variant."""
+def terminal_table(summary: list[dict], incomplete: Collection[tuple[str, str]] = ()) -> str:
+    """The headline values of every run, then their old / new ratios per scenario and coordinator variant; runs in
+    ``incomplete`` (scenario, variant) are marked and have no ratio."""
     columns = [*HEADLINE_METRICS, "records_missed"]
+
+    def variant(row: dict) -> str:
+        return f"{row['variant']} (INCOMPLETE)" if (row["scenario"], row["variant"]) in incomplete else row["variant"]
+
     values = format_table(
         ["SCENARIO", "VARIANT", *(column.upper() for column in columns)],
-        [[row["scenario"], row["variant"], *(_format_value(row[column]) for column in columns)] for row in summary],
+        [[row["scenario"], variant(row), *(_format_value(row[column]) for column in columns)] for row in summary],
     )
-    ratios = ratio_rows(summary, HEADLINE_METRICS)
+    finished = [row for row in summary if (row["scenario"], row["variant"]) not in incomplete]
+    ratios = ratio_rows(finished, HEADLINE_METRICS)
     if not ratios:
-        return f"{values}\n\nno scenario has a baseline run and a run to compare with it"
+        return f"{values}\n\nno scenario has a finished baseline run and a finished run to compare with it"
     ratio_table = format_table(
         ["SCENARIO", "OLD / NEW", *(metric.upper() for metric in HEADLINE_METRICS)],
         [
@@ -90,7 +96,10 @@ def terminal_table(summary: list[dict]) -> str:
             for row in ratios
         ],
     )
-    return f"{values}\n\n{ratio_table}\n(inf: only the new value is 0; -: both are 0 or unknown)"
+    return (
+        f"{values}\n\n{ratio_table}\n(old / new: above 1 the new rebalance did better; inf: only the new value is 0; "
+        "-: both are 0 or unknown)"
+    )
 
 
 def _format_value(value) -> str:
