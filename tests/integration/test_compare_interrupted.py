@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from zkcoord.compare.processes import RunFailed
+from zkcoord.compare.runner import stop_reason
 from zkcoord.testing.zookeeper import wait_until
 
 pytestmark = pytest.mark.timeout(180)
@@ -82,3 +84,10 @@ def test_ctrl_c_marks_the_run_interrupted_and_stops_every_process_it_started(tmp
         if event["type"] == "compare.phase"
     ]
     assert phases == [("warmup", None), ("measure", None), ("interrupted", "interrupted (SIGINT)")]
+
+
+def test_a_failed_run_is_marked_with_the_first_line_of_its_error():
+    failure = RunFailed("member m01#1 exited (1):\nTraceback (most recent call last): ...")
+    assert stop_reason(failure) == "RunFailed: member m01#1 exited (1):"
+    assert stop_reason(KeyboardInterrupt()) == "interrupted (SIGINT)"
+    assert stop_reason(TimeoutError()) == "TimeoutError"

@@ -449,7 +449,8 @@ def stop_reason(error: BaseException) -> str:
     """Why a run stopped before its end, in one line."""
     if isinstance(error, KeyboardInterrupt):
         return SIGINT_REASON
-    return f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}".rstrip(": ")
+    lines = str(error).splitlines()
+    return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
 
 
 class RunInterrupted(KeyboardInterrupt):
