@@ -526,7 +526,7 @@ def test_the_command_writes_the_report_without_importing_gevent_or_kazoo(tmp_pat
     for name in ("summary.parquet", "members.parquet", "steps.parquet"):
         assert (out_dir / name).is_dir()
     page = (out_dir / "report.html").read_text()
-    assert "<h2>Summary</h2>" in page and "<h2>Old / new</h2>" in page and "<h2>rolling-bounce</h2>" in page
+    assert all(f"<h2>{title}</h2>" in page for title in ("Rebalances and pauses", "Old ÷ new", "rolling-bounce"))
     assert page.count('src="data:image/png;base64,') == 2  # the one scenario's ownership timelines and pauses
     printed = result.stdout.splitlines()
     assert printed[0] == "starting Spark on local[*]" and printed[-1] == f"report: {out_dir / 'report.html'}"
