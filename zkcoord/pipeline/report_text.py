@@ -106,7 +106,8 @@ SECTIONS = {
     ),
     "ownership": (
         "One row per partition, one colour per member; time runs left to right in seconds from when the window "
-        "opened (the grey band before 0 is the end of the warm-up). A white gap is a partition that nobody owned: "
+        "opened (the grey band before 0 is the end of the warm-up, the hatched band comes after a shorter run's "
+        "window closed). A white gap is a partition that nobody owned: "
         "its records waited. Dashed lines are the steps; a red line and a cross mark a member killed with "
         "SIGKILL, whose partitions are drawn until the kill. Fewer and shorter gaps, and fewer colour changes, are "
         "better."
