@@ -5,11 +5,15 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 import urllib.request
 
 from legacy_support import FAST, member, prepare_cluster
 from prometheus_client.parser import text_string_to_metric_families
 
+from zkcoord.legacy.consumer import LegacyConsumer
+from zkcoord.model import TopicPartition
+from zkcoord.sources import SyntheticSource
 from zkcoord.testing.zookeeper import expire_session, wait_until
 from zkcoord.zk.server import free_port
 
@@ -135,3 +139,43 @@ def test_a_session_expiry_is_counted_and_the_state_comes_back_connected(zk_conne
         rebalances = total(samples, "kafka_consumer_coordinator_rebalance_total")
         assert total(samples, "zkcoord_legacy_rebalance_attempts_total", outcome="success") == rebalances
     assert not answers(port)  # closing the member stops its endpoint
+
+
+class SlowLogEnds(SyntheticSource):
+    """Ten records a partition; asking where the logs end waits until the test lets it answer, as a KafkaSource's
+    ListOffsets waits behind a stream's fetch or a slow broker."""
+
+    def __init__(self):
+        super().__init__(rate_per_partition=0, initial_records=10, start_ms=0)
+        self.answer = threading.Event()
+
+    def end_offsets(self, partitions):
+        self.answer.wait(30)
+        return super().end_offsets(partitions)
+
+
+def test_scrapes_and_probes_answer_while_the_source_is_slow_to_say_where_its_logs_end(zk_connect, zk):
+    prepare_cluster(zk, {"t": 2})
+    port = free_port(HOST)
+    source = SlowLogEnds()
+    config = {**FAST, "group.id": "g", "zookeeper.connect": zk_connect, "consumer.id": "a", "metrics_port": port}
+    try:
+        with LegacyConsumer(config, topics={"t": 1}, source=source) as consumer:
+            for partition in (0, 1):
+                consumer.seek(TopicPartition("t", partition), 4)  # a position: the lag metric asks for log ends
+            samples = scrape(port)
+            assert total(samples, "kafka_consumer_coordinator_assigned_partitions") == 2
+            assert by_label(samples, "kafka_consumer_fetch_manager_records_lag", "partition") == {}  # not known yet
+            assert urllib.request.urlopen(f"http://{HOST}:{port}/healthz", timeout=5).status == 200
+            assert json.loads(urllib.request.urlopen(f"http://{HOST}:{port}/readyz", timeout=5).read())["ready"]
+            source.answer.set()
+            wait_until(
+                lambda: (
+                    by_label(scrape(port), "kafka_consumer_fetch_manager_records_lag", "partition") == {"0": 6, "1": 6}
+                ),
+                timeout=10,
+                interval=0.1,
+                what="the lag from the source's answer",
+            )
+    finally:
+        source.answer.set()  # a question still pending ends with the test

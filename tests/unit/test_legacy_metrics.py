@@ -11,7 +11,6 @@ from zkcoord import cli
 from zkcoord.assign.legacy import thread_id
 from zkcoord.clock import ManualClock
 from zkcoord.config import build_config
-from zkcoord.errors import SourceError
 from zkcoord.legacy.config import LegacyConsumerConfig
 from zkcoord.legacy.metrics import LegacyMetrics
 from zkcoord.legacy.stream import Owned, Streams
@@ -28,7 +27,7 @@ class Readings:
 
     def __init__(self):
         self.owned: dict[TopicPartition, int] = {}
-        self.ends: dict[TopicPartition, int] | SourceError = {}
+        self.ends: dict[TopicPartition, int] = {}
         self.streams: dict[str, tuple[int, int]] = {}
         self.session: str | None = None
         self.state = "NEW"
@@ -36,9 +35,7 @@ class Readings:
     def positions(self):
         return dict(self.owned)
 
-    def end_offsets(self, partitions):
-        if isinstance(self.ends, SourceError):
-            raise self.ends
+    def log_ends(self, partitions):
         return {tp: self.ends[tp] for tp in partitions if tp in self.ends}
 
     def consumed(self):
@@ -142,12 +139,14 @@ def test_owned_partitions_per_topic_and_the_lag_of_each_with_a_position(metrics,
     assert labelled(samples, "kafka_consumer_fetch_manager_bytes_consumed_total")[frozenset({("topic", "b")})] == 1_000
 
 
-def test_a_source_that_cannot_say_where_its_logs_end_leaves_out_only_the_lag(metrics, readings):
-    readings.owned = {TopicPartition("a", 0): 5}
-    readings.ends = SourceError("broker down")
+def test_a_partition_whose_log_end_the_source_has_not_given_has_no_lag(metrics, readings):
+    readings.owned = {TopicPartition("a", 0): 5, TopicPartition("a", 1): 2}
+    readings.ends = {TopicPartition("a", 1): 3}
     samples = scrape(metrics)
-    assert labelled(samples, "kafka_consumer_fetch_manager_records_lag") == {}
-    assert labelled(samples, "kafka_consumer_coordinator_assigned_partitions") == {frozenset({("topic", "a")}): 1}
+    assert labelled(samples, "kafka_consumer_fetch_manager_records_lag") == {
+        frozenset({("topic", "a"), ("partition", "1")}): 1
+    }
+    assert labelled(samples, "kafka_consumer_coordinator_assigned_partitions") == {frozenset({("topic", "a")}): 2}
 
 
 def test_session_and_member_state_are_one_hot_and_expirations_count(metrics, readings):

@@ -47,6 +47,7 @@ from zkcoord.errors import (
 from zkcoord.legacy.commits import OffsetCommits
 from zkcoord.legacy.config import LegacyConsumerConfig
 from zkcoord.legacy.context import MemberContext, Tracer
+from zkcoord.legacy.log_ends import LogEnds
 from zkcoord.legacy.membership import Membership
 from zkcoord.legacy.metrics import LegacyMetrics
 from zkcoord.legacy.offsets import INACTIVE_STATES, LogOffsets, LogUnavailableError, OffsetsMode
@@ -78,18 +79,19 @@ def make_consumer_id(group: str, configured: str | None, now_ms: int) -> str:
 
 class _Readings:
     """What the member's metrics read when scraped, from the scraping thread: values the hub thread replaces whole
-    (the assignment) or that are safe to read from any thread (the source, the streams' counts)."""
+    (the assignment) or that are safe to read from any thread (the log ends, the streams' counts)."""
 
     def __init__(self, consumer: "LegacyConsumer"):
         self._consumer = consumer
+        self._log_ends = LogEnds(consumer.source, consumer.consumer_id)
 
     def positions(self) -> dict[TopicPartition, int]:
         ownership = self._consumer._ownership
         registry = dict(ownership.registry)  # one copy: the hub thread may clear the registry meanwhile
         return {tp: registry[tp].position for tps in ownership.assignment.values() for tp in tps if tp in registry}
 
-    def end_offsets(self, partitions) -> dict[TopicPartition, int]:
-        return self._consumer.source.end_offsets(partitions)
+    def log_ends(self, partitions) -> dict[TopicPartition, int]:
+        return self._log_ends.read(partitions)
 
     def consumed(self) -> dict[str, tuple[int, int]]:
         return self._consumer._streams.consumed()

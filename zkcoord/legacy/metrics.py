@@ -13,17 +13,13 @@ Pure: counts plain events and reads through its :class:`MemberReadings`; imports
 """
 
 import bisect
-import logging
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
-from zkcoord.errors import ZkcoordError
 from zkcoord.legacy.states import MemberState
 from zkcoord.model import TopicPartition
-
-log = logging.getLogger(__name__)
 
 LABELS = ("client_id", "group_id", "consumer_id")
 # The trace's store names → the ones of ``offsets.storage`` (and of 0.8.2's KafkaCommitsPerSec/ZooKeeperCommitsPerSec).
@@ -40,8 +36,8 @@ class MemberReadings(Protocol):
     def positions(self) -> dict[TopicPartition, int]:
         """Consumed position of every partition the member owns now (none while disconnected); -1: none yet."""
 
-    def end_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        """Log-end offsets from the member's record source; may raise a ZkcoordError."""
+    def log_ends(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """The log-end offsets the member's record source gave last (none it has not given); never waits for it."""
 
     def consumed(self) -> dict[str, tuple[int, int]]:
         """``{topic: (records, key+value bytes)}`` handed out by the member's streams so far."""
@@ -201,15 +197,9 @@ class LegacyMetrics:
         )
 
     def _lags(self, positions: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
-        """Lag of each owned partition with a position; none when the source cannot say where its logs end."""
+        """Lag of each owned partition with a position whose log end the source gave."""
         known = [tp for tp, position in positions.items() if position >= 0]
-        if not known:
-            return {}
-        try:
-            ends = self._readings.end_offsets(known)
-        except ZkcoordError as error:
-            log.debug("no log-end offsets for the lag metric: %s", error)
-            return {}
+        ends = self._readings.log_ends(known) if known else {}
         return {tp: max(0, ends[tp] - positions[tp]) for tp in known if tp in ends}
 
     def _session_families(self):
