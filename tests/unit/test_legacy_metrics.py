@@ -2,6 +2,8 @@
 as a Prometheus scraper parses them; and the streams' consumed counts it reads."""
 
 import socket
+import sys
+import threading
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
@@ -186,3 +188,34 @@ def test_legacy_run_on_a_metrics_port_in_use_exits_2_naming_it(capsys):
         code = cli.main([*argv, "--source", "synthetic", "--metrics-port", str(port)])
     assert code == 2
     assert f"zkcoord.metrics.port={port}: cannot serve metrics on 127.0.0.1:{port}" in capsys.readouterr().err
+
+
+def test_a_scrape_reads_the_rebalance_histograms_buckets_and_sum_of_the_same_rebalances(metrics):
+    """Rebalances complete on the hub thread while another thread scrapes: each scrape's count and sum agree."""
+    completed = event("legacy.rebalance_completed", reason="startup", attempts=1, duration_ms=1_000.0)
+    scrapes = 0
+    stop = threading.Event()
+
+    def rebalance():
+        while not stop.is_set():
+            metrics(completed)
+
+    switch_interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads take turns every few bytecodes: a scrape lands inside an observation
+    thread = threading.Thread(target=rebalance)
+    thread.start()
+    try:
+        for scrapes in range(1, 10_001):
+            histogram = next(f for f in metrics.collect() if f.name == "zkcoord_legacy_rebalance_duration_seconds")
+            values = {
+                sample.name: sample.value for sample in histogram.samples if sample.labels.get("le") in (None, "+Inf")
+            }
+            assert (
+                values["zkcoord_legacy_rebalance_duration_seconds_sum"]
+                == values["zkcoord_legacy_rebalance_duration_seconds_count"]
+            ), f"scrape {scrapes}: {values}"
+    finally:
+        stop.set()
+        thread.join(10)
+        sys.setswitchinterval(switch_interval)
+    assert scrapes == 10_000

@@ -13,6 +13,7 @@ Pure: counts plain events and reads through its :class:`MemberReadings`; imports
 """
 
 import bisect
+import itertools
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
@@ -50,23 +51,22 @@ class MemberReadings(Protocol):
 
 
 class Histogram:
-    """Cumulative bucket counts and a sum, as a Prometheus histogram exposes them."""
+    """Cumulative bucket counts and a sum, as a Prometheus histogram exposes them; one thread observes, any reads."""
 
     def __init__(self, bounds: tuple[float, ...]):
         self.bounds = bounds
-        self.counts = [0] * (len(bounds) + 1)  # the last one is +Inf
-        self.sum = 0.0
+        # Per-bucket counts (the last one +Inf) and the sum, replaced whole: a reader never sees one without the other.
+        self._state: tuple[tuple[int, ...], float] = ((0,) * (len(bounds) + 1), 0.0)
 
     def observe(self, value: float) -> None:
-        self.counts[bisect.bisect_left(self.bounds, value)] += 1
-        self.sum += value
+        counts, total = self._state
+        index = bisect.bisect_left(self.bounds, value)
+        self._state = (counts[:index] + (counts[index] + 1,) + counts[index + 1 :], total + value)
 
-    def buckets(self) -> list[tuple[str, int]]:
-        cumulative, total = [], 0
-        for bound, count in zip((*map(str, self.bounds), "+Inf"), self.counts, strict=True):
-            total += count
-            cumulative.append((bound, total))
-        return cumulative
+    def snapshot(self) -> tuple[list[tuple[str, int]], float]:
+        """The cumulative buckets and the sum of the same observations."""
+        counts, total = self._state
+        return list(zip((*map(str, self.bounds), "+Inf"), itertools.accumulate(counts), strict=True)), total
 
 
 class LegacyMetrics:
@@ -140,14 +140,13 @@ class LegacyMetrics:
             ["outcome"],
             {(outcome,): count for outcome, count in sorted(dict(self.attempts).items())},
         )
-        histogram = self.rebalance_seconds
         family = HistogramMetricFamily(
             "zkcoord_legacy_rebalance_duration_seconds",
             "Completed rebalances' duration, retries and back-off included (0.8.2 RebalanceRateAndTime; "
             "the sum is Kafka's rebalance-latency-total)",
             labels=list(LABELS),
         )
-        family.add_metric(self._labels, histogram.buckets(), histogram.sum)
+        family.add_metric(self._labels, *self.rebalance_seconds.snapshot())
         yield family
 
     def _commit_families(self):
