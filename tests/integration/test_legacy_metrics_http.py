@@ -67,13 +67,15 @@ def test_a_members_metrics_follow_its_rebalances_commits_and_session(zk_connect,
             settled_alone, timeout=30, interval=0.2, what="member a to consume and commit every partition"
         )
         labels = {"client_id": "g", "group_id": "g", "consumer_id": "g_a"}
-        assert total(samples, "kafka_consumer_coordinator_assigned_partitions", topic="t", **labels) == 4
+        assert total(samples, "kafka_consumer_coordinator_assigned_partitions", **labels) == 4
+        assert total(samples, "zkcoord_legacy_owned_partitions", topic="t", **labels) == 4
         assert total(samples, "kafka_consumer_coordinator_rebalance_total", **labels) == 1
         assert total(samples, "zkcoord_legacy_rebalance_attempts_total", outcome="success") == 1
         assert total(samples, "zkcoord_legacy_rebalance_duration_seconds_count") == 1
         assert total(samples, "kafka_consumer_fetch_manager_records_consumed_total", topic="t") == 4 * 50
         assert total(samples, "zkcoord_legacy_commits_total", store="zookeeper") >= 1
         assert total(samples, "zkcoord_legacy_commits_total", store="kafka") == 0  # offsets.storage=zookeeper
+        assert total(samples, "kafka_consumer_coordinator_commit_total") == 0
         assert total(samples, "zkcoord_legacy_commit_failures_total") == 0
         assert by_label(samples, "zkcoord_legacy_zookeeper_session_state", "state") == {
             "CONNECTED": 1,

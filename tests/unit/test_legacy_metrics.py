@@ -119,14 +119,16 @@ def test_commits_count_per_store_named_as_offsets_storage(metrics):
     assert labelled(samples, "zkcoord_legacy_commits_total") == {kafka: 1, zookeeper: 2}
     assert labelled(samples, "zkcoord_legacy_committed_offsets_total") == {kafka: 2, zookeeper: 3}
     assert labelled(samples, "zkcoord_legacy_commit_failures_total") == {kafka: 1, zookeeper: 0}
+    assert samples["kafka_consumer_coordinator_commit_total", frozenset()] == 1  # a new client's commits: to the log
 
 
-def test_owned_partitions_per_topic_and_the_lag_of_each_with_a_position(metrics, readings):
+def test_owned_partitions_in_all_and_per_topic_and_the_lag_of_each_with_a_position(metrics, readings):
     readings.owned = {TopicPartition("a", 0): 5, TopicPartition("a", 1): -1, TopicPartition("b", 3): 40}
     readings.ends = {TopicPartition("a", 0): 9, TopicPartition("a", 1): 7, TopicPartition("b", 3): 40}
     readings.streams = {"a": (4, 100), "b": (40, 1_000)}
     samples = scrape(metrics)
-    assert labelled(samples, "kafka_consumer_coordinator_assigned_partitions") == {
+    assert samples["kafka_consumer_coordinator_assigned_partitions", frozenset()] == 3  # Kafka's has no topic
+    assert labelled(samples, "zkcoord_legacy_owned_partitions") == {
         frozenset({("topic", "a")}): 2,
         frozenset({("topic", "b")}): 1,
     }
@@ -148,7 +150,7 @@ def test_a_partition_whose_log_end_the_source_has_not_given_has_no_lag(metrics, 
     assert labelled(samples, "kafka_consumer_fetch_manager_records_lag") == {
         frozenset({("topic", "a"), ("partition", "1")}): 1
     }
-    assert labelled(samples, "kafka_consumer_coordinator_assigned_partitions") == {frozenset({("topic", "a")}): 2}
+    assert labelled(samples, "zkcoord_legacy_owned_partitions") == {frozenset({("topic", "a")}): 2}
 
 
 def test_session_and_member_state_are_one_hot_and_expirations_count(metrics, readings):

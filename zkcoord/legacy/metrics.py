@@ -162,6 +162,12 @@ class LegacyMetrics:
             counts = dict(getattr(self, attribute))
             by_store = {(store,): counts[store] for store in sorted(counts)}
             yield self._family(CounterMetricFamily, name, documentation, ["store"], by_store)
+        yield self._family(
+            CounterMetricFamily,
+            "kafka_consumer_coordinator_commit",
+            "Commits written to the group coordinator's offsets log (Kafka commit-total; offsets.storage=kafka)",
+            values={(): self.commits["kafka"]},
+        )
 
     def _ownership_families(self):
         positions = self._readings.positions()
@@ -171,7 +177,13 @@ class LegacyMetrics:
         yield self._family(
             GaugeMetricFamily,
             "kafka_consumer_coordinator_assigned_partitions",
-            "Partitions the member owns now, per topic (Kafka assigned-partitions; 0.8.2 OwnedPartitionsCount)",
+            "Partitions the member owns now (Kafka assigned-partitions)",
+            values={(): len(positions)},
+        )
+        yield self._family(
+            GaugeMetricFamily,
+            "zkcoord_legacy_owned_partitions",
+            "Partitions the member owns now, per topic (0.8.2 OwnedPartitionsCount)",
             ["topic"],
             {(topic,): count for topic, count in sorted(by_topic.items())},
         )
