@@ -14,7 +14,7 @@ from zkcoord.assign.legacy import thread_id
 from zkcoord.clock import ManualClock
 from zkcoord.config import build_config
 from zkcoord.legacy.config import LegacyConsumerConfig
-from zkcoord.legacy.metrics import LegacyMetrics
+from zkcoord.legacy.metrics import LegacyMetrics, MembersMetrics
 from zkcoord.legacy.stream import Owned, Streams
 from zkcoord.legacy.subscription import registration_for
 from zkcoord.model import TopicPartition
@@ -221,3 +221,43 @@ def test_a_scrape_reads_the_rebalance_histograms_buckets_and_sum_of_the_same_reb
         thread.join(10)
         sys.setswitchinterval(switch_interval)
     assert scrapes == 10_000
+
+
+def members_metrics(*consumer_ids: str) -> list[LegacyMetrics]:
+    members = []
+    for consumer_id in consumer_ids:
+        readings = Readings()
+        readings.owned = {TopicPartition("t", len(members)): 0}
+        readings.session, readings.state = "CONNECTED", "REGISTERED"
+        members.append(LegacyMetrics("billing", "billing", consumer_id, readings))
+    return members
+
+
+def test_members_of_one_process_share_a_registry_each_family_once_with_every_members_samples():
+    first, second = members_metrics("billing_a", "billing_b")
+    first(event("legacy.rebalance_completed", reason="startup", attempts=1, duration_ms=10.0))
+    members = MembersMetrics(first)
+    registry = CollectorRegistry()  # describes collectors and refuses duplicated names, as the default REGISTRY
+    registry.register(members)
+    members.add(second)
+    text = generate_latest(registry).decode()
+    families = list(text_string_to_metric_families(text))
+    assert len({family.name for family in families}) == len(families)
+    assert text.count("# TYPE kafka_consumer_coordinator_rebalance_total counter") == 1
+    by_name = {family.name: family for family in families}
+    rebalances = {s.labels["consumer_id"]: s.value for s in by_name["kafka_consumer_coordinator_rebalance"].samples}
+    assert rebalances == {"billing_a": 1, "billing_b": 0}
+    histogram = by_name["zkcoord_legacy_rebalance_duration_seconds"].samples
+    counts = {s.labels["consumer_id"]: s.value for s in histogram if s.name.endswith("_count")}
+    assert counts == {"billing_a": 1, "billing_b": 0}
+    members.remove(first)
+    assert "billing_a" not in generate_latest(registry).decode()
+
+
+@pytest.mark.parametrize("auto_describe", [True, False])
+def test_a_registry_refuses_a_second_members_collector_rather_than_expose_its_families_twice(auto_describe):
+    first, second = members_metrics("billing_a", "billing_b")
+    registry = CollectorRegistry(auto_describe=auto_describe)
+    registry.register(first)
+    with pytest.raises(ValueError, match="Duplicated timeseries"):
+        registry.register(second)

@@ -144,13 +144,13 @@ class LegacyConsumer:
             parse_bootstrap_servers(self.config.bootstrap_servers) if self.config.bootstrap_servers else None
         )
         self.metrics = LegacyMetrics(self.config.effective_client_id, self._group, self.consumer_id, _Readings(self))
-        self.metrics_registry = CollectorRegistry(auto_describe=False)
-        self.metrics_registry.register(self.metrics)
         sinks = (trace,) if callable(trace) else tuple(trace)
         self._trace = Tracer(self._clock, self._group, self.consumer_id, (*sinks, self.metrics))
         self._lifecycle = Lifecycle()  # the hub thread's; start() moves it out of NEW before the hub runs
         self._streams = Streams(self._registration, self.config, self.source, self.consumer_id)
         self._ownership = Ownership(self._streams, self._lifecycle, self._trace.emit)
+        self.metrics_registry = CollectorRegistry(auto_describe=False)
+        self.metrics_registry.register(self.metrics)  # describes it: reads the parts above
         self._closed = False  # the caller's side: public methods refuse once close() began or start() failed
         self._io: HubThread | None = None
         self._metrics_io: HubThread | None = None

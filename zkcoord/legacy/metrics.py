@@ -7,7 +7,8 @@ this observer counts them. Gauges (owned partitions, lag, consumed records, ZooK
 Names: Kafka's consumer metrics where one exists, mapped as zkcoord's client (and Micrometer's KafkaClientMetrics)
 map them, the metric group without ``-metrics`` and every dash an underscore (``consumer-coordinator-metrics``
 ``rebalance-total`` → ``kafka_consumer_coordinator_rebalance_total``); zkcoord's own under ``zkcoord_legacy_``.
-Every family is labelled ``client_id``, ``group_id`` and ``consumer_id`` (docs/legacy.md lists them).
+Every family is labelled ``client_id``, ``group_id`` and ``consumer_id`` (docs/legacy.md lists them); a
+:class:`MembersMetrics` puts several members' samples in one family each.
 
 Pure: counts plain events and reads through its :class:`MemberReadings`; imports no gevent, kazoo, clock or IO.
 """
@@ -106,6 +107,10 @@ class LegacyMetrics:
             self.session_expirations += 1
 
     # ---- the collector ----------------------------------------------------------------------------------
+
+    def describe(self):
+        """The member's families, so a registry refuses a second member's (register a :class:`MembersMetrics`)."""
+        return list(self.collect())
 
     def collect(self):
         yield from self._rebalance_families()
@@ -236,3 +241,27 @@ class LegacyMetrics:
             "ZooKeeper sessions that expired under the member (Kafka ZooKeeperExpiresPerSec)",
             values={(): self.session_expirations},
         )
+
+
+class MembersMetrics:
+    """Several members' metrics in one registry: each family once, with every member's samples (``consumer_id`` tells
+    them apart). A registry takes one collector per family name, so register this instead of each member's."""
+
+    def __init__(self, *members: LegacyMetrics):
+        self._members = members  # replaced whole: a scrape in another thread reads one tuple
+
+    def add(self, member: LegacyMetrics) -> None:
+        self._members = (*self._members, member)
+
+    def remove(self, member: LegacyMetrics) -> None:
+        self._members = tuple(known for known in self._members if known is not member)
+
+    def collect(self):
+        families = {}
+        for member in self._members:
+            for family in member.collect():
+                if family.name in families:
+                    families[family.name].samples.extend(family.samples)
+                else:
+                    families[family.name] = family
+        return list(families.values())
