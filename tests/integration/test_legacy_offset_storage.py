@@ -254,6 +254,8 @@ def test_dual_commit_writes_zookeeper_only_for_partitions_the_log_accepted_spec_
             {"kafka": 2, "zookeeper": 2},
             {"kafka": 1, "zookeeper": 0},
         ]
+        exposed = {sample.name: sample.value for family in consumer.metrics.collect() for sample in family.samples}
+        assert exposed["kafka_consumer_coordinator_commit_total"] == metrics.commits["kafka"]  # as a new client's
         # Only changed positions go to ZooKeeper (the checkpoint), every position to the log.
         version = zk.get(layout.offset_path("g", *T1))[1].version
         with pytest.raises(CommitFailedError):
