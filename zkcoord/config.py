@@ -1,13 +1,16 @@
 """Typed configs that accept Kafka's property names ("group.id") and snake_case aliases ("group_id").
 
 Each config is a frozen dataclass whose field metadata names the Kafka property. Unknown keys are
-logged and ignored, as Kafka's VerifiableProperties does, so operators can reuse JVM config files.
+logged and ignored, as Kafka's VerifiableProperties does, so operators can reuse JVM config files; a value a
+property does not take is refused at load, naming the values it takes (:func:`check_values`).
 """
 
 import dataclasses
+import functools
 import logging
+import math
 import typing
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from zkcoord.errors import ConfigError
@@ -18,10 +21,67 @@ log = logging.getLogger(__name__)
 C = TypeVar("C")
 
 
-def kafka_field(name: str, default: Any = dataclasses.MISSING, doc: str = "", secret: bool = False) -> Any:
+def kafka_field(
+    name: str,
+    default: Any = dataclasses.MISSING,
+    doc: str = "",
+    secret: bool = False,
+    choices: Sequence[str] = (),
+    at_least: float | None = None,
+    at_most: float | None = None,
+) -> Any:
     """A dataclass field known to operators as the Kafka property ``name``; a ``secret`` one (a password) is left
-    out of the config's repr."""
-    return dataclasses.field(default=default, repr=not secret, metadata={"kafka": name, "doc": doc})
+    out of the config's repr. :func:`check_values` holds its value to its type, ``choices`` and bounds."""
+    metadata = {"kafka": name, "doc": doc, "choices": tuple(choices), "at_least": at_least, "at_most": at_most}
+    return dataclasses.field(default=default, repr=not secret, metadata=metadata)
+
+
+def invalid_value(name: str, value: Any, accepted: str) -> ConfigError:
+    """The error for a value ``name`` does not take, in one wording: ``name=value is not valid: use accepted``
+    (a value that would not read plainly, empty or with spaces or control characters, is quoted)."""
+    plain = not isinstance(value, str) or (value.isprintable() and value and value.strip() == value)
+    return ConfigError(f"{name}={value if plain else repr(value)} is not valid: use {accepted}")
+
+
+def one_of(choices: Sequence[str]) -> str:
+    """``a, b or c``: the accepted values, as an error message names them."""
+    return " or ".join(filter(None, (", ".join(choices[:-1]), choices[-1])))
+
+
+@functools.cache
+def _field_types(cls: type) -> dict[str, set]:
+    """Field name → the types it takes (``int | None`` takes int and NoneType), annotations resolved."""
+    hints = typing.get_type_hints(cls)
+    return {f.name: set(typing.get_args(hints[f.name])) | {hints[f.name]} for f in dataclasses.fields(cls)}
+
+
+def check_values(config: Any) -> None:
+    """Refuse a Kafka-named field whose value is not of its type, not one of its ``choices`` or out of its bounds,
+    with a ConfigError naming what it takes. None passes where the field's default is None (unset)."""
+    types = _field_types(type(config))
+    for field in dataclasses.fields(config):
+        if "kafka" not in field.metadata:
+            continue
+        name, value, kinds = field.metadata["kafka"], getattr(config, field.name), types[field.name]
+        if value is None and type(None) in kinds:
+            continue
+        if bool in kinds:
+            if type(value) is not bool:
+                raise invalid_value(name, value, "true or false")
+            continue
+        if int in kinds and float not in kinds and type(value) is not int:
+            raise invalid_value(name, value, "a whole number")
+        if float in kinds and (type(value) is bool or not isinstance(value, int | float) or math.isnan(value)):
+            raise invalid_value(name, value, "a number")
+        choices = field.metadata.get("choices")
+        if choices and value not in choices:
+            raise invalid_value(name, value, one_of(choices))
+        low, high = field.metadata.get("at_least"), field.metadata.get("at_most")
+        if (low is not None and value < low) or (high is not None and value > high):
+            bounds = " and ".join(
+                text for text in (low is not None and f">= {low}", high is not None and f"<= {high}") if text
+            )
+            raise invalid_value(name, value, f"a number {bounds}")
 
 
 def kafka_names(cls: type) -> dict[str, str]:
@@ -34,17 +94,17 @@ def _coerce(field: dataclasses.Field, value: Any) -> Any:
     if not isinstance(value, str):
         return value
     kinds = set(typing.get_args(field.type)) | {field.type}
-    try:
-        if bool in kinds:
-            if value.strip().lower() not in ("true", "false"):
-                raise ValueError(value)
-            return value.strip().lower() == "true"
-        if int in kinds:
-            return int(value.strip())
-        if float in kinds:
-            return float(value.strip())
-    except ValueError:
-        raise ConfigError(f"{field.metadata.get('kafka', field.name)}: {value!r} is not valid here") from None
+    name = field.metadata.get("kafka", field.name)
+    if bool in kinds:
+        if value.strip().lower() not in ("true", "false"):
+            raise invalid_value(name, value, "true or false")
+        return value.strip().lower() == "true"
+    for kind, accepted in ((int, "a whole number"), (float, "a number")):
+        if kind in kinds:
+            try:
+                return kind(value.strip())
+            except ValueError:
+                raise invalid_value(name, value, accepted) from None
     return value
 
 

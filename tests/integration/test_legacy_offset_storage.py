@@ -164,7 +164,7 @@ def test_offsets_storage_and_kafka_dual_commit_default_spec_7():
         "/elsewhere",
     )
     assert aliases.offsets_channel_socket_timeout_ms == 2500
-    with pytest.raises(ConfigError, match="offsets.storage='redis'"):
+    with pytest.raises(ConfigError, match="offsets.storage=redis is not valid: use zookeeper or kafka"):
         legacy_config(**{"offsets.storage": "redis"})
     with pytest.raises(ConfigError, match="bootstrap.servers"):
         legacy_config(**{"bootstrap.servers": "no-port"})

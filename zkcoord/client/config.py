@@ -3,7 +3,8 @@
 from dataclasses import dataclass
 
 from zkcoord import env
-from zkcoord.config import kafka_field
+from zkcoord.assign.consumer import ASSIGNOR_NAMES
+from zkcoord.config import check_values, invalid_value, kafka_field, one_of
 from zkcoord.errors import ConfigError
 from zkcoord.security.client import ClientSecurityProperties
 from zkcoord.zk.layout import DEFAULT_ROOT
@@ -25,41 +26,48 @@ class ConsumerConfig(ClientSecurityProperties):
     group_id: str | None = kafka_field("group.id", None, "None: manual assignment only, no commits")
     group_instance_id: str | None = kafka_field("group.instance.id", None, "static membership (KIP-345)")
     client_id: str = kafka_field("client.id", "zkcoord-consumer")
-    session_timeout_ms: int = kafka_field("session.timeout.ms", 10000)
-    heartbeat_interval_ms: int = kafka_field("heartbeat.interval.ms", 3000)
-    max_poll_interval_ms: int = kafka_field("max.poll.interval.ms", 300000, "also the rebalance timeout")
-    max_poll_records: int = kafka_field("max.poll.records", 500)
+    session_timeout_ms: int = kafka_field("session.timeout.ms", 10000, at_least=1)
+    heartbeat_interval_ms: int = kafka_field("heartbeat.interval.ms", 3000, at_least=1)
+    max_poll_interval_ms: int = kafka_field("max.poll.interval.ms", 300000, "also the rebalance timeout", at_least=1)
+    max_poll_records: int = kafka_field("max.poll.records", 500, at_least=1)
     enable_auto_commit: bool = kafka_field("enable.auto.commit", True)
-    auto_commit_interval_ms: int = kafka_field("auto.commit.interval.ms", 5000)
-    auto_offset_reset: str = kafka_field("auto.offset.reset", "latest", "earliest, latest or none")
+    auto_commit_interval_ms: int = kafka_field("auto.commit.interval.ms", 5000, at_least=0)
+    auto_offset_reset: str = kafka_field(
+        "auto.offset.reset", "latest", "earliest, latest or none", choices=AUTO_OFFSET_RESETS
+    )
     partition_assignment_strategy: str = kafka_field(
         "partition.assignment.strategy", "range", "comma-separated: range, roundrobin, sticky, cooperative-sticky"
     )
-    request_timeout_ms: int = kafka_field("request.timeout.ms", 30000)
-    retry_backoff_ms: int = kafka_field("retry.backoff.ms", 100)
-    default_api_timeout_ms: int = kafka_field("default.api.timeout.ms", 60000, "commit(), committed(), close()")
-    metadata_max_age_ms: int = kafka_field("metadata.max.age.ms", 300000, "pattern subscriptions re-list topics")
+    request_timeout_ms: int = kafka_field("request.timeout.ms", 30000, at_least=0)
+    retry_backoff_ms: int = kafka_field("retry.backoff.ms", 100, at_least=0)
+    default_api_timeout_ms: int = kafka_field(
+        "default.api.timeout.ms", 60000, "commit(), committed(), close()", at_least=0
+    )
+    metadata_max_age_ms: int = kafka_field(
+        "metadata.max.age.ms", 300000, "pattern subscriptions re-list topics", at_least=0
+    )
     consumer_timeout_ms: int = kafka_field(
-        "consumer.timeout.ms", -1, "iteration stops after this long without a record; -1 never"
+        "consumer.timeout.ms", -1, "iteration stops after this long without a record; -1 never", at_least=-1
     )
     fetch_backoff_ms: int = kafka_field(
-        "zkcoord.fetch.backoff.ms", 10, "how long poll() waits for events before asking the source again"
+        "zkcoord.fetch.backoff.ms", 10, "how long poll() waits for events before asking the source again", at_least=0
     )
-    metrics_port: int | None = kafka_field("zkcoord.metrics.port", None, "serve Prometheus metrics on this port")
+    metrics_port: int | None = kafka_field(
+        "zkcoord.metrics.port", None, "serve Prometheus metrics on this port", at_least=0, at_most=65535
+    )
 
     def __post_init__(self):
-        super().__post_init__()
         if not isinstance(self.partition_assignment_strategy, str):  # kafka-python takes a list
             object.__setattr__(self, "partition_assignment_strategy", ",".join(self.partition_assignment_strategy))
-        if self.auto_offset_reset not in AUTO_OFFSET_RESETS:
-            raise ConfigError(f"auto.offset.reset: {self.auto_offset_reset!r} is not one of {AUTO_OFFSET_RESETS}")
+        check_values(self)
+        super().__post_init__()
+        for name in self.assignment_strategies:
+            if name not in ASSIGNOR_NAMES:
+                raise invalid_value("partition.assignment.strategy", name, f"a list of {one_of(ASSIGNOR_NAMES)}")
         if not self.bootstrap_servers and not self.zookeeper_connect:
             object.__setattr__(self, "zookeeper_connect", env.zookeeper_connect())
         if self.heartbeat_interval_ms >= self.session_timeout_ms:
             raise ConfigError("heartbeat.interval.ms must be lower than session.timeout.ms")
-        for name in ("session_timeout_ms", "heartbeat_interval_ms", "max_poll_interval_ms", "max_poll_records"):
-            if getattr(self, name) <= 0:
-                raise ConfigError(f"{name.replace('_', '.')} must be positive")
         if self.group_instance_id is not None and not self.group_id:
             raise ConfigError("group.instance.id needs group.id")
 

@@ -4,7 +4,7 @@ import re
 from dataclasses import dataclass
 
 from zkcoord import env
-from zkcoord.config import kafka_field, parse_bootstrap_servers
+from zkcoord.config import check_values, kafka_field, parse_bootstrap_servers
 from zkcoord.errors import ConfigError
 from zkcoord.security.client import ClientSecurityProperties
 from zkcoord.zk.layout import DEFAULT_ROOT, is_legal_name
@@ -13,6 +13,7 @@ OFFSETS_STORAGE_ZOOKEEPER = "zookeeper"
 OFFSETS_STORAGE_KAFKA = "kafka"  # the coordinator's offsets log, reached over the wire protocol
 AUTO_OFFSET_RESET_SMALLEST = "smallest"
 AUTO_OFFSET_RESET_LARGEST = "largest"
+STRATEGY_RANGE, STRATEGY_ROUNDROBIN = "range", "roundrobin"
 
 
 @dataclass(frozen=True)
@@ -26,26 +27,30 @@ class LegacyConsumerConfig(ClientSecurityProperties):
     )
     consumer_id: str | None = kafka_field("consumer.id", None, "fixed id suffix; generated when unset (§2.1)")
     client_id: str | None = kafka_field("client.id", None, "defaults to group.id")
-    zookeeper_session_timeout_ms: int = kafka_field("zookeeper.session.timeout.ms", 6000)
+    zookeeper_session_timeout_ms: int = kafka_field("zookeeper.session.timeout.ms", 6000, at_least=1)
     zookeeper_connection_timeout_ms: int | None = kafka_field(
-        "zookeeper.connection.timeout.ms", None, "defaults to the session timeout"
+        "zookeeper.connection.timeout.ms", None, "defaults to the session timeout", at_least=1
     )
-    zookeeper_sync_time_ms: int = kafka_field("zookeeper.sync.time.ms", 2000)
-    rebalance_max_retries: int = kafka_field("rebalance.max.retries", 4, "total attempts per rebalance")
+    zookeeper_sync_time_ms: int = kafka_field("zookeeper.sync.time.ms", 2000, at_least=0)
+    rebalance_max_retries: int = kafka_field("rebalance.max.retries", 4, "total attempts per rebalance", at_least=1)
     rebalance_backoff_ms: int | None = kafka_field(
-        "rebalance.backoff.ms", None, "sleep after a failed attempt; defaults to zookeeper.sync.time.ms"
+        "rebalance.backoff.ms", None, "sleep after a failed attempt; defaults to zookeeper.sync.time.ms", at_least=0
     )
     partition_assignment_strategy: str = kafka_field(
-        "partition.assignment.strategy", "range", "roundrobin; anything else means range, as in 0.8.2"
+        "partition.assignment.strategy",
+        STRATEGY_RANGE,
+        "range or roundrobin; anything else is refused (0.8.2 falls back to range)",
+        choices=(STRATEGY_RANGE, STRATEGY_ROUNDROBIN),
     )
     auto_commit_enable: bool = kafka_field("auto.commit.enable", True)
-    auto_commit_interval_ms: int = kafka_field("auto.commit.interval.ms", 60000)
+    auto_commit_interval_ms: int = kafka_field("auto.commit.interval.ms", 60000, at_least=1)
     exclude_internal_topics: bool = kafka_field("exclude.internal.topics", True)
     offsets_storage: str = kafka_field(
         "offsets.storage",
         OFFSETS_STORAGE_ZOOKEEPER,
         "zookeeper or kafka (the coordinator's offsets log), lower-cased; the group's migration phase, once it "
         "has one, wins over it (docs/legacy.md)",
+        choices=(OFFSETS_STORAGE_ZOOKEEPER, OFFSETS_STORAGE_KAFKA),
     )
     dual_commit_enabled: bool | None = kafka_field(
         "dual.commit.enabled",
@@ -53,14 +58,20 @@ class LegacyConsumerConfig(ClientSecurityProperties):
         "with offsets.storage=kafka, also write ZooKeeper for each partition the log accepted and read the "
         "larger of both offsets; defaults to true with kafka storage, else false (ignored for zookeeper)",
     )
-    offsets_commit_max_retries: int = kafka_field("offsets.commit.max.retries", 5, "commit retries at shutdown")
+    offsets_commit_max_retries: int = kafka_field(
+        "offsets.commit.max.retries", 5, "commit retries at shutdown", at_least=0
+    )
     offsets_channel_backoff_ms: int = kafka_field(
-        "offsets.channel.backoff.ms", 1000, "gap between tries of a log commit or fetch and between coordinator lookups"
+        "offsets.channel.backoff.ms",
+        1000,
+        "gap between tries of a log commit or fetch and between coordinator lookups",
+        at_least=0,
     )
     offsets_channel_socket_timeout_ms: int = kafka_field(
         "offsets.channel.socket.timeout.ms",
         10000,
         "socket timeout towards coordinator nodes, and how long one log request keeps looking the coordinator up",
+        at_least=1,
     )
     bootstrap_servers: str | None = kafka_field(
         "bootstrap.servers",
@@ -73,21 +84,29 @@ class LegacyConsumerConfig(ClientSecurityProperties):
         "zkcoord: ZooKeeper path of zkcoord's own data (coordinator nodes, migration state, advertisements)",
     )
     auto_offset_reset: str = kafka_field(
-        "auto.offset.reset", AUTO_OFFSET_RESET_LARGEST, "smallest or largest: where to start without a valid offset"
+        "auto.offset.reset",
+        AUTO_OFFSET_RESET_LARGEST,
+        "smallest or largest: where to start without a valid offset",
+        choices=(AUTO_OFFSET_RESET_SMALLEST, AUTO_OFFSET_RESET_LARGEST),
     )
     consumer_timeout_ms: int = kafka_field(
-        "consumer.timeout.ms", -1, "a stream raises ConsumerTimeoutError after this long without a record; -1 blocks"
+        "consumer.timeout.ms",
+        -1,
+        "a stream raises ConsumerTimeoutError after this long without a record; -1 blocks",
+        at_least=-1,
     )
     refresh_leader_backoff_ms: int = kafka_field(
         "refresh.leader.backoff.ms",
         200,
         "how long a stream waits before asking its source again about a partition the source did not know, "
         "e.g. one just added (0.8.2's leader finder retries as often)",
+        at_least=0,
     )
     fetch_message_max_records: int = kafka_field(
         "fetch.message.max.records",
         500,
         "zkcoord: records a stream fetches from one partition at a time (0.8.2 bounds bytes instead)",
+        at_least=1,
     )
     metrics_port: int | None = kafka_field(
         "zkcoord.metrics.port", None, "zkcoord: serve the member's Prometheus metrics on this port (docs/legacy.md)"
@@ -95,6 +114,11 @@ class LegacyConsumerConfig(ClientSecurityProperties):
     metrics_host: str = kafka_field("zkcoord.metrics.host", "127.0.0.1", "zkcoord: the address the metrics bind")
 
     def __post_init__(self):
+        # 0.8.2 reads these two case-insensitively; the lower-cased value is the one kept
+        for name in ("offsets_storage", "auto_offset_reset"):
+            if isinstance(getattr(self, name), str):
+                object.__setattr__(self, name, getattr(self, name).lower())
+        check_values(self)
         super().__post_init__()
         if not self.group_id or not is_legal_name(self.group_id):
             raise ConfigError(f"group.id {self.group_id!r} is illegal: use [a-zA-Z0-9._-], at most 255 characters")
@@ -104,32 +128,12 @@ class LegacyConsumerConfig(ClientSecurityProperties):
             raise ConfigError("zookeeper.connect is required (or set ZKCOORD_ZK_CONNECT)")
         if self.consumer_id is not None and not re.fullmatch(r"[^/\x00-\x1f\x7f]+", self.consumer_id):
             raise ConfigError(f"consumer.id {self.consumer_id!r} must be non-empty, without '/' or control characters")
-        if self.rebalance_max_retries < 1:
-            raise ConfigError("rebalance.max.retries must be >= 1")
-        storage = self.offsets_storage.lower()
-        if storage not in (OFFSETS_STORAGE_ZOOKEEPER, OFFSETS_STORAGE_KAFKA):
-            raise ConfigError(f"offsets.storage={self.offsets_storage!r}: use zookeeper or kafka (0.8.2 names)")
-        object.__setattr__(self, "offsets_storage", storage)
         if self.dual_commit_enabled is None:  # Kafka's default follows the storage
-            object.__setattr__(self, "dual_commit_enabled", storage == OFFSETS_STORAGE_KAFKA)
-        if self.offsets_commit_max_retries < 0:
-            raise ConfigError("offsets.commit.max.retries must be >= 0")
-        if self.offsets_channel_backoff_ms < 0:
-            raise ConfigError("offsets.channel.backoff.ms must be >= 0")
-        if self.offsets_channel_socket_timeout_ms < 1:
-            raise ConfigError("offsets.channel.socket.timeout.ms must be >= 1")
+            object.__setattr__(self, "dual_commit_enabled", self.offsets_storage == OFFSETS_STORAGE_KAFKA)
         if self.bootstrap_servers:  # empty, as from a properties file line without a value: unset
             parse_bootstrap_servers(self.bootstrap_servers)
         if not self.zkcoord_root.startswith("/"):
             raise ConfigError(f"zkcoord.root={self.zkcoord_root!r} must be an absolute znode path")
-        reset = self.auto_offset_reset.lower()
-        if reset not in (AUTO_OFFSET_RESET_SMALLEST, AUTO_OFFSET_RESET_LARGEST):
-            raise ConfigError(f"auto.offset.reset={self.auto_offset_reset!r}: use smallest or largest (0.8.2 names)")
-        object.__setattr__(self, "auto_offset_reset", reset)
-        if self.refresh_leader_backoff_ms < 0:
-            raise ConfigError("refresh.leader.backoff.ms must be >= 0")
-        if self.fetch_message_max_records < 1:
-            raise ConfigError("fetch.message.max.records must be >= 1")
 
     @property
     def connection_timeout_ms(self) -> int:

@@ -9,7 +9,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from zkcoord.config import build_config, kafka_field, kafka_names
+from zkcoord.config import build_config, check_values, kafka_field, kafka_names
 from zkcoord.errors import ConfigError
 from zkcoord.group.config import CoordinatorConfig
 from zkcoord.log.config import LogConfig
@@ -24,21 +24,28 @@ log = logging.getLogger(__name__)
 class ServerConfig:
     """Network, ZooKeeper and metrics settings of a node."""
 
-    max_request_bytes: int = kafka_field("max.request.bytes", 1_048_576, "largest request frame")
-    max_connections: int = kafka_field("max.connections", 1024, "open client connections per node")
-    max_connections_per_ip: int = kafka_field("max.connections.per.ip", 2**31 - 1, "open connections from one IP")
+    max_request_bytes: int = kafka_field("max.request.bytes", 1_048_576, "largest request frame", at_least=1)
+    max_connections: int = kafka_field("max.connections", 1024, "open client connections per node", at_least=0)
+    max_connections_per_ip: int = kafka_field(
+        "max.connections.per.ip", 2**31 - 1, "open connections from one IP", at_least=1
+    )
     max_connections_per_ip_overrides: str = kafka_field(
         "max.connections.per.ip.overrides", "", "ip:count,... per-IP exceptions to max.connections.per.ip"
     )
-    connections_max_idle_ms: int = kafka_field("connections.max.idle.ms", 600_000, "close after no request this long")
+    connections_max_idle_ms: int = kafka_field(
+        "connections.max.idle.ms", 600_000, "close after no request this long", at_least=1
+    )
     request_read_timeout_ms: int = kafka_field(
-        "request.read.timeout.ms", 30_000, "close when a started request frame is not all in by then"
+        "request.read.timeout.ms", 30_000, "close when a started request frame is not all in by then", at_least=1
     )
     connection_failed_authentication_delay_ms: int = kafka_field(
-        "connection.failed.authentication.delay.ms", 100, "a failed authentication is answered, then closed this late"
+        "connection.failed.authentication.delay.ms",
+        100,
+        "a failed authentication is answered, then closed this late",
+        at_least=0,
     )
-    zookeeper_session_timeout_ms: int = kafka_field("zookeeper.session.timeout.ms", 18_000)
-    zookeeper_connection_timeout_ms: int = kafka_field("zookeeper.connection.timeout.ms", 18_000)
+    zookeeper_session_timeout_ms: int = kafka_field("zookeeper.session.timeout.ms", 18_000, at_least=1)
+    zookeeper_connection_timeout_ms: int = kafka_field("zookeeper.connection.timeout.ms", 18_000, at_least=1)
     zookeeper_set_acl: bool = kafka_field(
         "zookeeper.set.acl",
         False,
@@ -55,53 +62,70 @@ class ServerConfig:
     )
     root: str = kafka_field("zkcoord.root", "/zkcoord", "zkcoord's ZooKeeper root")
     bridge_rebalance_max_retries: int = kafka_field(
-        "zkcoord.bridge.rebalance.max.retries", 4, "claims of a mixed group's handover tried this often (0.8.2's)"
+        "zkcoord.bridge.rebalance.max.retries",
+        4,
+        "claims of a mixed group's handover tried this often (0.8.2's)",
+        at_least=1,
     )
     bridge_rebalance_backoff_ms: int = kafka_field(
-        "zkcoord.bridge.rebalance.backoff.ms", 2000, "wait between claims of a mixed group's handover (0.8.2's)"
+        "zkcoord.bridge.rebalance.backoff.ms",
+        2000,
+        "wait between claims of a mixed group's handover (0.8.2's)",
+        at_least=0,
     )
     bridge_release_grace_ms: int = kafka_field(
         "zkcoord.bridge.release.grace.ms",
         5000,
         "a mixed group's member gone from the group keeps its partitions this long",
+        at_least=0,
     )
     bridge_check_interval_ms: int = kafka_field(
-        "zkcoord.bridge.check.interval.ms", 500, "how often a node checks its mixed groups' legacy members"
+        "zkcoord.bridge.check.interval.ms", 500, "how often a node checks its mixed groups' legacy members", at_least=1
     )
-    claim_grace_ms: int = kafka_field("coordinator.claim.grace.ms", 1000, "wait before a non-preferred node claims")
-    shutdown_timeout_ms: int = kafka_field("controlled.shutdown.timeout.ms", 10_000, "graceful shutdown bound")
+    claim_grace_ms: int = kafka_field(
+        "coordinator.claim.grace.ms", 1000, "wait before a non-preferred node claims", at_least=0
+    )
+    shutdown_timeout_ms: int = kafka_field(
+        "controlled.shutdown.timeout.ms", 10_000, "graceful shutdown bound", at_least=0
+    )
     load_retry_backoff_ms: int = kafka_field(
-        "coordinator.load.retry.backoff.ms", 5000, "wait before loading a partition again after a failed load"
+        "coordinator.load.retry.backoff.ms",
+        5000,
+        "wait before loading a partition again after a failed load",
+        at_least=0,
     )
     load_max_attempts: int = kafka_field(
-        "coordinator.load.max.attempts", 3, "failed loads of a partition before the node resigns it"
+        "coordinator.load.max.attempts", 3, "failed loads of a partition before the node resigns it", at_least=1
     )
     listeners: str = kafka_field("listeners", "", "NAME://host:port of the Kafka listener (none: not served)")
     advertised_listeners: str = kafka_field("advertised.listeners", "", "NAME://host:port told to clients")
     socket_request_max_bytes: int = kafka_field(
-        "socket.request.max.bytes", 104_857_600, "largest request frame on the Kafka listener"
+        "socket.request.max.bytes", 104_857_600, "largest request frame on the Kafka listener", at_least=1
     )
     gateway_port_range: str = kafka_field(
         "zkcoord.gateway.port.range", "", "START-END: one port per upstream broker id (default: 8 after the Kafka port)"
     )
     gateway_lowest_broker_id: int = kafka_field(
-        "zkcoord.gateway.lowest.broker.id", 0, "the upstream broker id served at the range's first port"
+        "zkcoord.gateway.lowest.broker.id", 0, "the upstream broker id served at the range's first port", at_least=0
     )
     gateway_coordinator_id_base: int = kafka_field(
-        "zkcoord.gateway.coordinator.id.base", 1_000_000_000, "Kafka node id of coordinator node 0 (not a broker's)"
+        "zkcoord.gateway.coordinator.id.base",
+        1_000_000_000,
+        "Kafka node id of coordinator node 0 (not a broker's)",
+        at_least=0,
     )
     gateway_probe_interval_ms: int = kafka_field(
-        "zkcoord.gateway.probe.interval.ms", 1000, "probe the other nodes' Kafka listeners this often (0: never)"
+        "zkcoord.gateway.probe.interval.ms",
+        1000,
+        "probe the other nodes' Kafka listeners this often (0: never)",
+        at_least=0,
     )
     gateway_upstream_timeout_ms: int = kafka_field(
-        "zkcoord.gateway.upstream.timeout.ms", 5000, "connecting to an upstream broker gives up after this"
+        "zkcoord.gateway.upstream.timeout.ms", 5000, "connecting to an upstream broker gives up after this", at_least=1
     )
 
     def __post_init__(self) -> None:
-        for name in ("max.connections.per.ip", "connections.max.idle.ms", "request.read.timeout.ms"):
-            value = getattr(self, kafka_names(ServerConfig)[name])
-            if type(value) is not int or value < 1:
-                raise ConfigError(f"{name}: must be a positive int, got {value!r}")
+        check_values(self)
         self.per_ip_overrides()
 
     def zookeeper_security(self) -> ZooKeeperSecurity:
