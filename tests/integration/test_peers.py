@@ -96,7 +96,7 @@ def test_kafka_start_runs_a_broker_that_registers_in_zookeeper_until_ctrl_c(zk_s
         wait_until(lambda: client.exists("/brokers/ids/0") is not None, timeout=30, what="the broker to register")
         assert b'"host":"127.0.0.1"' in client.get("/brokers/ids/0")[0]
         process.send_signal(signal.SIGINT)
-        assert process.wait(60) == 0
+        assert process.wait(60) == 130
         assert "Kafka broker stopped" in process.stdout.read()
         wait_until(lambda: client.exists("/brokers/ids/0") is None, timeout=30, what="the registration to go")
     finally:

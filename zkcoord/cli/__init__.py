@@ -2,7 +2,7 @@
 
 Conventions for every subcommand: ``--zookeeper HOST:PORT[/chroot]`` (default ``$ZKCOORD_ZK_CONNECT``),
 ``--group``, ``--topic``, ``--json`` for machine output; exit 0 = ok, 1 = a check found a problem,
-2 = usage or connection error.
+2 = usage or connection error, 130 = interrupted (Ctrl-C: one line on standard error, never a traceback).
 
 One module per command family (``cluster``: zk, topics, brokers; ``legacy``; ``log``; ``coordinator``;
 ``groups``; ``acls``; ``users``: SCRAM credentials; ``migrate``; ``compare``: compare and pipeline; ``demo``), each
@@ -17,7 +17,15 @@ from collections.abc import Sequence
 
 from kazoo.exceptions import KazooException, NoAuthError
 
-from zkcoord.cli.common import EXIT_OK, EXIT_USAGE, UsageError
+from zkcoord.cli.common import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    UsageError,
+    interruption_message,
+    mark_interrupted,
+    reset_interruption,
+)
 from zkcoord.cli.parser import build_parser
 from zkcoord.errors import ConfigError, LogError, ZkcoordError
 from zkcoord.zk import admin
@@ -32,6 +40,21 @@ NO_AUTH_HINT = (
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``zkcoord`` command line ``argv`` (default: ``sys.argv[1:]``); the exit code."""
+    try:
+        code = _run(argv)
+    except KeyboardInterrupt:  # Ctrl-C wherever it came, after the command's cleanup ran
+        mark_interrupted()
+        code = EXIT_OK
+    message = interruption_message()
+    if message is None:
+        return code
+    print(message, file=sys.stderr, flush=True)
+    return EXIT_INTERRUPTED
+
+
+def _run(argv: Sequence[str] | None) -> int:
+    """Parse ``argv`` and run its command; errors it expects become their exit code and one line on stderr."""
+    reset_interruption()
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")

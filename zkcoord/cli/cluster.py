@@ -5,6 +5,7 @@ Must not import another command family module; shared helpers come from ``zkcoor
 """
 
 import argparse
+import sys
 
 from zkcoord.cli.common import (
     EXIT_OK,
@@ -29,6 +30,12 @@ def cmd_zk_start(args: argparse.Namespace) -> int:
     stop = interrupt_event()
     with server:
         print(f"ZooKeeper serving on {server.connect_string} (data {server.data_dir}); Ctrl-C stops it", flush=True)
+        if args.data_dir is None:
+            print(
+                f"note: the data in {server.data_dir} is temporary and removed at exit; keep it with --data-dir DIR",
+                file=sys.stderr,
+                flush=True,
+            )
         wait_until_set(stop)
     print("ZooKeeper stopped")
     return EXIT_OK
@@ -91,7 +98,9 @@ def register(commands) -> None:
     start = zk.add_parser("start", help="run a standalone ZooKeeper until Ctrl-C")
     start.add_argument("--port", type=int, default=2181)
     start.add_argument("--host", default="127.0.0.1")
-    start.add_argument("--data-dir", help="keep data here (default: a temporary directory, removed at exit)")
+    start.add_argument(
+        "--data-dir", help="keep the data here across runs (default: a temporary directory, removed at exit)"
+    )
     start.add_argument("--tick-time", type=int, default=2000, metavar="MS", help="ZooKeeper tickTime")
     start.set_defaults(func=cmd_zk_start)
     secure = zk.add_parser(

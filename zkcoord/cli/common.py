@@ -10,6 +10,7 @@ import contextlib
 import json
 import re
 import signal
+import sys
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -21,11 +22,12 @@ from zkcoord import env
 from zkcoord.errors import ConfigError, ZkcoordError
 from zkcoord.security.client import ClientSecurity
 from zkcoord.tables import format_table
+from zkcoord.zk import layout
 from zkcoord.zk.acl import start_logged_in
 from zkcoord.zk.client import tool_client
 from zkcoord.zk.credentials import zookeeper_security
 
-EXIT_OK, EXIT_PROBLEM, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_PROBLEM, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 CONNECT_TIMEOUT_S = 10.0
 NO_ZOOKEEPER = "no ZooKeeper given: pass --zookeeper HOST:PORT[/chroot] or set ZKCOORD_ZK_CONNECT"
 
@@ -68,16 +70,30 @@ def zookeeper_at(connect: str, create_chroot: bool = False) -> Iterator[KazooCli
         start_logged_in(client, security, CONNECT_TIMEOUT_S)
     except KazooTimeoutError:
         client.stop()
-        raise UsageError(f"cannot connect to ZooKeeper at {hosts} within {CONNECT_TIMEOUT_S:.0f}s") from None
+        raise UsageError(f"cannot connect to ZooKeeper at {hosts} within {CONNECT_TIMEOUT_S:g} s") from None
     try:
         if chroot:
             if create_chroot:
                 client.ensure_path("/" + chroot)
             client.chroot = "/" + chroot.rstrip("/")
+            if not create_chroot:
+                warn_without_brokers(client)
         yield client
     finally:
         client.stop()
         client.close()
+
+
+def warn_without_brokers(client: KazooClient) -> None:
+    """Warn on stderr when the chroot of ``client`` has no ``/brokers``: a mistyped chroot reads as an empty cluster,
+    and every listing would look fine and empty."""
+    if client.exists(layout.BROKERS_PATH) is None:
+        print(
+            f"warning: no {layout.BROKERS_PATH} under chroot {client.chroot}: is the chroot right? Kafka's brokers "
+            "register there",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def command_config_option(parser: argparse.ArgumentParser, default: object = None) -> None:
@@ -121,11 +137,59 @@ def emit_json(value: object) -> None:
     print(json.dumps(value, indent=2, sort_keys=True, default=str))
 
 
+class _Interruption:
+    """Whether Ctrl-C stopped the command, and what the command said Ctrl-C would leave (one command per process)."""
+
+    interrupted = False
+    hint: tuple[str, str] | None = None
+
+
+def set_resume_hint(state: str, resume: str) -> None:
+    """Say what Ctrl-C leaves from now on: ``zkcoord`` then prints ``interrupted; the state is STATE; run RESUME to
+    resume`` (e.g. ``set_resume_hint("step 0002 under way for group orders", "zkcoord migrate up --group orders")``).
+    A later call replaces it; :func:`clear_resume_hint` removes it when nothing is left half done."""
+    _Interruption.hint = (state, resume)
+
+
+def clear_resume_hint() -> None:
+    """Ctrl-C from now on leaves nothing to resume: ``zkcoord`` prints only ``interrupted``."""
+    _Interruption.hint = None
+
+
+def mark_interrupted() -> None:
+    """Record that Ctrl-C stopped the command, for a command that handles SIGINT itself and then returns: ``zkcoord``
+    still says ``interrupted`` and exits 130."""
+    _Interruption.interrupted = True
+
+
+def interruption_message() -> str | None:
+    """The line ``zkcoord`` prints when Ctrl-C stopped the command (None if it did not): ``interrupted``, plus the
+    resume hint the command set."""
+    if not _Interruption.interrupted:
+        return None
+    if _Interruption.hint is None:
+        return "interrupted"
+    state, resume = _Interruption.hint
+    return f"interrupted; the state is {state}; run {resume} to resume"
+
+
+def reset_interruption() -> None:
+    """Forget a previous command's interruption and hint (``main`` runs one command per call)."""
+    _Interruption.interrupted = False
+    _Interruption.hint = None
+
+
 def interrupt_event() -> threading.Event:
-    """An event set by Ctrl-C or SIGTERM; install it before starting what they should stop."""
+    """An event set by Ctrl-C or SIGTERM; install it before starting what they should stop. Ctrl-C also marks the
+    command interrupted (exit 130); SIGTERM is a requested stop (the command's own exit code)."""
     stop = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop.set())
+
+    def on_interrupt(*_) -> None:
+        mark_interrupted()
+        stop.set()
+
+    signal.signal(signal.SIGINT, on_interrupt)
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
     return stop
 
 

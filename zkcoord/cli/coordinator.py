@@ -6,12 +6,16 @@ Must not import another command family module; shared helpers come from ``zkcoor
 import argparse
 import contextlib
 import signal
+import sys
+from collections.abc import Callable
 
 from zkcoord.cli.common import (
     EXIT_OK,
+    EXIT_USAGE,
     client_security,
     command_config_option,
     emit_json,
+    mark_interrupted,
     parse_key_values,
     print_table,
     read_properties,
@@ -46,19 +50,20 @@ def cmd_coordinator_start(args: argparse.Namespace) -> int:
         kafka_port=args.kafka_port,
     )
     stop = gevent.event.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        gevent.signal_handler(signum, stop.set)
+    gevent.signal_handler(signal.SIGTERM, stop.set)
+    gevent.signal_handler(signal.SIGINT, lambda: (mark_interrupted(), stop.set()))
     with contextlib.ExitStack() as running:
         if args.metrics_port:  # probes answer from the start: alive, not ready while waiting for a predecessor
             metrics = serve_metrics(node.metrics.registry, args.host, args.metrics_port, readiness=node.readiness)
             running.callback(metrics.stop)
-        starting = gevent.spawn(node.start)
+        starting = gevent.spawn(_error_of, node.start)
         gevent.wait([starting, stop], count=1)
         if not starting.ready():  # stopped while waiting, e.g. for a predecessor's registration to expire
             starting.kill()
             node.stop()
             return EXIT_OK
-        starting.get()  # start's error, if it failed
+        if (failure := starting.get()) is not None:
+            raise failure
         running.callback(node.stop)
         tune_garbage_collector()
         if node.kafka_port is not None:
@@ -68,6 +73,16 @@ def cmd_coordinator_start(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _error_of(call: Callable[[], object]) -> Exception | None:
+    """Run ``call``; its error returned, not raised, so that gevent's hub prints no traceback of it: ``zkcoord``
+    reports it in one line."""
+    try:
+        call()
+    except Exception as error:
+        return error
+    return None
+
+
 def cmd_coordinator_status(args: argparse.Namespace) -> int:
     """Nodes, partition leaders and epochs from ZooKeeper; loading state and groups from each node."""
     from zkcoord.server.status import cluster_status
@@ -75,9 +90,18 @@ def cmd_coordinator_status(args: argparse.Namespace) -> int:
     connect = client_security(args.command_config).connector()
     with zookeeper(args) as client:
         status = cluster_status(client, args.root, create_connection=connect)
+    # a registered node that does not answer is a connection error: shown, said on stderr, exit 2
+    unreachable = [node for node in status["nodes"] if node["error"]]
+    code = EXIT_USAGE if unreachable else EXIT_OK
+    for node in unreachable:
+        print(
+            f"error: node {node['node_id']} at {node['host']}:{node['port']} did not answer ({node['error']}): its "
+            "loading state and groups are unknown",
+            file=sys.stderr,
+        )
     if args.json:
         emit_json(status)
-        return EXIT_OK
+        return code
     rows = [
         (
             node["node_id"],
@@ -93,7 +117,7 @@ def cmd_coordinator_status(args: argparse.Namespace) -> int:
     print()
     leaders = [(p["partition"], p["leader"], p["epoch"]) for p in status["partitions"]]
     print_table(leaders, ("PARTITION", "LEADER", "EPOCH"))
-    return EXIT_OK
+    return code
 
 
 def register(commands) -> None:

@@ -6,7 +6,7 @@ Must not import another command family module; shared helpers come from ``zkcoor
 import argparse
 from pathlib import Path
 
-from zkcoord.cli.common import EXIT_OK, EXIT_PROBLEM, UsageError, comma_list
+from zkcoord.cli.common import EXIT_OK, EXIT_PROBLEM, UsageError, comma_list, set_resume_hint
 
 
 def cmd_faults_run(args: argparse.Namespace) -> int:
@@ -28,13 +28,11 @@ def cmd_faults_run(args: argparse.Namespace) -> int:
         mixed_members=args.mixed_members,
     )
     stop_on_interrupt()
+    set_resume_hint(f"every finished run in {args.out}/runs.jsonl, the run under way stopped", "the same command")
     try:
         records = run_campaign(options)
     except ValueError as error:
         raise UsageError(str(error)) from None
-    except KeyboardInterrupt:
-        print(f"interrupted: the run under way was stopped; the same command resumes after {args.out}/runs.jsonl")
-        return EXIT_PROBLEM  # not every run asked for was checked
     bad = [record["seed"] for record in records if failed(record)]
     if bad:
         print(f"{len(bad)} of {len(records)} runs failed or broke a rule: seeds {', '.join(map(str, bad))}")

@@ -10,7 +10,15 @@ import subprocess
 import sys
 
 from zkcoord import peers
-from zkcoord.cli.common import EXIT_OK, EXIT_USAGE, interrupt_event, wait_until_set, zk_connect, zookeeper_option
+from zkcoord.cli.common import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    interrupt_event,
+    wait_until_set,
+    zk_connect,
+    zookeeper_option,
+)
 
 
 def cmd_peers_fetch(args: argparse.Namespace) -> int:
@@ -72,7 +80,11 @@ def cmd_kafka_produce(args: argparse.Namespace) -> int:
         ["--bootstrap-server", args.bootstrap_server, "--topic", args.topic],
         heap_mb=args.heap_mb,
     )
-    return subprocess.run(command, check=False).returncode
+    code = subprocess.run(command, check=False).returncode
+    if code in (0, EXIT_INTERRUPTED):  # Ctrl-C reaches both; the JVM exits 130 as zkcoord does
+        return code
+    print(f"error: Kafka's console producer exited with status {code} (its message is above)", file=sys.stderr)
+    return EXIT_USAGE  # its bad arguments and unreachable brokers alike: no check of zkcoord's failed
 
 
 def register(commands) -> None:

@@ -152,11 +152,7 @@ def cmd_legacy_run(args: argparse.Namespace) -> int:
         if consumer.config.metrics_port is not None:
             address = f"{consumer.config.metrics_host}:{consumer.config.metrics_port}"
             print(f"metrics at http://{address}/metrics", file=notices, flush=True)
-        try:
-            consumer.start()  # Ctrl-C here raises KeyboardInterrupt, which start() turns into a clean close
-        except KeyboardInterrupt:
-            print("interrupted before the member had joined", file=sys.stderr)
-            return EXIT_OK
+        consumer.start()  # Ctrl-C here raises KeyboardInterrupt after a clean close: `zkcoord` says interrupted
         write = _record_writer(args) if printing else lambda record: None
         readers = StreamReaders(consumer, write, max_records=args.max_messages, stop=interrupt_event()).start()
         _wait_reporting(readers, None if printing else notices)
@@ -227,6 +223,8 @@ def cmd_legacy_verify(args: argparse.Namespace) -> int:
     with zookeeper(args) as client:
         snapshot = admin.read_group(client, args.group, exclude_internal_topics=not args.include_internal_topics)
     problems = snapshot.problems()
+    if snapshot.exists and not snapshot.members:  # 0.8.2's VerifyConsumerRebalance calls this verified
+        problems.append(f"consumer group {args.group} has no live member: nothing consumes its partitions")
     rows = [
         (
             args.group,
@@ -251,8 +249,6 @@ def cmd_legacy_verify(args: argparse.Namespace) -> int:
             }
         )
     else:
-        if not snapshot.members and not snapshot.bad_members:
-            print(f"Consumer group '{args.group}' has no active members.")
         print_table(rows, ("GROUP", "TOPIC", "PARTITION", "OWNER", "OFFSET"))
         for problem in problems:
             print(f"ERROR: {problem}")

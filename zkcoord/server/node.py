@@ -25,7 +25,7 @@ from kazoo.client import KazooClient, KazooState
 
 from zkcoord.auth.acls import Authorizer, parse_super_users
 from zkcoord.clock import SystemClock
-from zkcoord.errors import ErrorCode, FencedLeaderError, LogError
+from zkcoord.errors import ErrorCode, FencedLeaderError, LogError, ZooKeeperConnectionError
 from zkcoord.group.coordinator import GroupCoordinator
 from zkcoord.group.effects import Append
 from zkcoord.runtime import CoordinatorRuntime
@@ -191,7 +191,12 @@ class CoordinatorNode:
         identity = self.identity.acquire()  # first: a second process with this id and directory stops here
         security = self.zookeeper_security
         self.zk = make_kazoo_client(self.zookeeper, server.zookeeper_session_timeout_ms, security)
-        start_logged_in(self.zk, security, server.zookeeper_connection_timeout_ms / 1000)
+        try:
+            start_logged_in(self.zk, security, server.zookeeper_connection_timeout_ms / 1000)
+        except self.zk.handler.timeout_exception:  # gevent's Timeout, a BaseException: callers would not catch it
+            raise ZooKeeperConnectionError(
+                f"no ZooKeeper session with {self.zookeeper} within {server.zookeeper_connection_timeout_ms} ms"
+            ) from None
         self.zk.add_listener(self._on_zookeeper_state)
         if security.set_acl:
             # Created open before any 0.8.2 member needs it, as Kafka's brokers do: they cannot create it under a

@@ -16,6 +16,7 @@ from zkcoord.assign.java import immutable_map_order
 from zkcoord.errors import ZkcoordError
 from zkcoord.wire.limits import MAX_GROUP_ID_LENGTH, legal_name
 
+BROKERS_PATH = "/brokers"  # where Kafka's brokers register and keep their topics
 BROKER_IDS_PATH = "/brokers/ids"
 BROKER_TOPICS_PATH = "/brokers/topics"
 CONTROLLER_PATH = "/controller"  # the ephemeral of the live Kafka controller
