@@ -16,10 +16,11 @@ from zkcoord.errors import ConfigError
 from zkcoord.group.config import CoordinatorConfig
 from zkcoord.legacy.config import LegacyConsumerConfig
 from zkcoord.log.config import LogConfig
+from zkcoord.security.config import SecurityConfig
 from zkcoord.server.config import ServerConfig, node_config
 
 REQUIRED = {LegacyConsumerConfig: {"group.id": "g", "zookeeper.connect": "zk:2181/kafka"}}
-CONFIGS = (LegacyConsumerConfig, ConsumerConfig, CoordinatorConfig, LogConfig, ServerConfig)
+CONFIGS = (LegacyConsumerConfig, ConsumerConfig, CoordinatorConfig, LogConfig, ServerConfig, SecurityConfig)
 
 
 def build(cls, **properties):
@@ -72,6 +73,13 @@ def test_a_node_properties_file_with_a_bad_value_is_refused_naming_it():
         node_config({"log.flush.policy": "fsync"})
     with pytest.raises(ConfigError, match="coordinator.load.max.attempts=0 is not valid: use a number >= 1"):
         node_config({"coordinator.load.max.attempts": "0"})
+    with pytest.raises(ConfigError, match="ssl.client.auth=always is not valid: use none, requested or required"):
+        node_config({"ssl.client.auth": "always"})
+
+
+def test_a_clients_security_protocol_names_the_protocols():
+    with pytest.raises(ConfigError, match="security.protocol=TLS is not valid: use PLAINTEXT, SSL, SASL_PLAINTEXT or "):
+        build(ConsumerConfig, **{"security.protocol": "tls"})
 
 
 @pytest.mark.parametrize(("cls", "field"), fields_with("choices"))

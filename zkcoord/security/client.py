@@ -20,7 +20,7 @@ from functools import cached_property
 
 from zkcoord.auth.plain import client_credentials
 from zkcoord.auth.sasl import SUPPORTED_MECHANISMS, SaslClient
-from zkcoord.config import kafka_field
+from zkcoord.config import invalid_value, kafka_field, one_of
 from zkcoord.errors import ConfigError, ErrorCode, SaslAuthenticationFailedError, error_name
 from zkcoord.security.config import PROTOCOLS, uses_sasl, uses_tls
 from zkcoord.security.tls import client_context
@@ -60,7 +60,7 @@ class ClientSecurity:
         """From Kafka client properties; other keys are left to the caller. ConfigError names a bad value."""
         protocol = _first(properties, ("security.protocol",), "PLAINTEXT").upper()
         if protocol not in PROTOCOLS:
-            raise ConfigError(f"security.protocol: {protocol!r} is not one of {', '.join(PROTOCOLS)}")
+            raise invalid_value("security.protocol", protocol, one_of(PROTOCOLS))
         for name in ("ssl.truststore.type", "ssl.keystore.type"):
             if str(properties.get(name) or "PEM").upper() != "PEM":
                 raise ConfigError(f"{name}: only PEM files are read here")

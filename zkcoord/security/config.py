@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from zkcoord.config import kafka_field, kafka_names
+from zkcoord.config import check_values, invalid_value, kafka_field, kafka_names, one_of
 from zkcoord.errors import ConfigError
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -58,11 +58,12 @@ class SecurityConfig:
     listener_overrides: Mapping[str, str] = field(default_factory=dict)  # listener.name.* as given
 
     def __post_init__(self) -> None:
+        check_values(self)
         for name in ("ssl.keystore.type", "ssl.truststore.type"):
             if getattr(self, kafka_names(SecurityConfig)[name]).upper() != "PEM":
                 raise ConfigError(f"{name}: only PEM is read here; convert a JKS or PKCS12 store to PEM")
         if self.ssl_client_auth.lower() not in _CLIENT_AUTH:
-            raise ConfigError(f"ssl.client.auth: {self.ssl_client_auth!r} is not one of {', '.join(_CLIENT_AUTH)}")
+            raise invalid_value("ssl.client.auth", self.ssl_client_auth, one_of(_CLIENT_AUTH))
         if self.ssl_principal_mapping_rules.strip() != "DEFAULT":
             raise ConfigError("ssl.principal.mapping.rules: only DEFAULT (the subject's DN) is supported")
         if self.authorizer_class_name and self.authorizer_class_name not in ACL_AUTHORIZERS:
