@@ -1,8 +1,8 @@
 """``python -m zkcoord.pipeline``: the pipeline's jobs, in a process that imports neither gevent nor kazoo.
 
 Exit codes: 0 done; 1 the report found records that were never processed, or runs that did not finish (it is
-written all the same, with a banner); 2 usage or input errors (and a missing
-PySpark or Java). Each job is imported only when chosen, so one job's dependencies do not hold back another.
+written all the same, with a banner); 2 usage or input errors (and a missing PySpark or Java); 130 interrupted.
+Each job is imported only when chosen, so one job's dependencies do not hold back another.
 """
 
 import argparse
@@ -75,4 +75,7 @@ def _rebalance_report(in_dir: str, out_dir: str, master: str | None, driver_memo
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # Ctrl-C reaches `zkcoord pipeline` too, which says interrupted in one line
+        sys.exit(130)
