@@ -109,7 +109,11 @@ class LegacyConsumerConfig(ClientSecurityProperties):
         at_least=1,
     )
     metrics_port: int | None = kafka_field(
-        "zkcoord.metrics.port", None, "zkcoord: serve the member's Prometheus metrics on this port (docs/legacy.md)"
+        "zkcoord.metrics.port",
+        None,
+        "zkcoord: serve the member's Prometheus metrics on this port (docs/legacy.md)",
+        at_least=0,
+        at_most=65535,
     )
     metrics_host: str = kafka_field("zkcoord.metrics.host", "127.0.0.1", "zkcoord: the address the metrics bind")
 
