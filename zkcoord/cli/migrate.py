@@ -207,7 +207,7 @@ def _migrate_forget(runner, groups: list[str], args: argparse.Namespace) -> int:
         print(f"Error: group {group}: refusing to forget its migration state:\n{lines}", file=sys.stderr)
         print("(--force removes it anyway)", file=sys.stderr)
         return EXIT_PROBLEM
-    forget(runner.zk, runner.root, group)
+    forget(runner.zk, runner.root, group, presence.version)  # ConcurrentChangeError: exit 1, a check failed
     print(f"group {group}: migration state removed (it was {presence.state.phase.name}, epoch {presence.state.epoch})")
     return EXIT_OK
 

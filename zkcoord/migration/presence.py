@@ -29,10 +29,12 @@ LOOKED_FOR = (
 
 @dataclass(frozen=True)
 class GroupPresence:
-    """What exists of a group; the coordinator's fields are None when no coordinator node is registered."""
+    """What exists of a group; the coordinator's fields are None when no coordinator node is registered.
+    ``version`` is the state znode's version when it was read (what :func:`forget` deletes at)."""
 
     group: str
     state: MigrationState | None
+    version: int
     legacy_members: int
     zookeeper_offsets: int
     coordinator_members: int | None
@@ -61,18 +63,18 @@ class GroupPresence:
 
 def find_group(zk: KazooClient, channel: CoordinatorChannel, root: str, group: str) -> GroupPresence:
     """Look for ``group`` in ZooKeeper and, when a coordinator node is registered, at its coordinator."""
-    state, _ = store.read_state(zk, root, group)
+    state, version = store.read_state(zk, root, group)
     legacy = len(store.live_legacy_members(zk, root, group))
     zookeeper_offsets = len(read_group_offsets(zk, group).offsets)
     if not channel.addresses():
-        return GroupPresence(group, state, legacy, zookeeper_offsets, None, None, None)
+        return GroupPresence(group, state, version, legacy, zookeeper_offsets, None, None, None)
     response, _ = channel.call_coordinator(group, "DescribeGroups", groups=[group])
     described = (response.get("groups") or [{}])[0]
     raise_for(described, f"DescribeGroups for group {group}")
     members = len(described.get("members") or [])
     record = described.get("group_state", GroupState.DEAD) != GroupState.DEAD
     log_offsets = len(fetch_log_offsets(channel, group))
-    return GroupPresence(group, state, legacy, zookeeper_offsets, members, record, log_offsets)
+    return GroupPresence(group, state, version, legacy, zookeeper_offsets, members, record, log_offsets)
 
 
 def not_found_message(group: str, presence: GroupPresence) -> str:
@@ -109,12 +111,10 @@ def forget_refusals(presence: GroupPresence) -> list[str]:
     return reasons
 
 
-def forget(zk: KazooClient, root: str, group: str) -> bool:
-    """Remove the group's migration state and its mixed-group bridge (with the registrations and owner znodes the
-    bridge holds) in one transaction, at the state's version read here; False when it had no state."""
-    state, version = store.read_state(zk, root, group)
-    if state is None:
-        return False
+def forget(zk: KazooClient, root: str, group: str, version: int) -> None:
+    """Remove the group's migration state at ``version`` (the one :func:`find_group` read and the refusals judged)
+    and its mixed-group bridge (with the registrations and owner znodes the bridge holds) in one transaction;
+    :class:`~zkcoord.migration.store.ConcurrentChangeError` when the state changed or went since."""
     transaction = zk.transaction()
     found = store.read_bridge_versioned(zk, root, group)
     if found is not None:
@@ -126,8 +126,8 @@ def forget(zk: KazooClient, root: str, group: str) -> bool:
     results = transaction.commit()
     if any(isinstance(result, (BadVersionError, NoNodeError)) for result in results):
         raise store.ConcurrentChangeError(
-            f"the migration state of group {group} changed while this command ran; run it again"
+            f"group {group}: the migration state changed since it was checked, so it was not removed; "
+            "run `zkcoord migrate forget` again to check it anew"
         )
     if any(isinstance(result, Exception) for result in results):
         raise MigrationError(f"group {group}: the migration state was not removed: {results}")
-    return True
