@@ -144,3 +144,22 @@ def test_an_unreachable_coordinator_is_named_and_log_offsets_are_unknown(capsys,
     finally:
         zk.stop()
         zk.close()
+
+
+def test_a_group_walked_down_to_zk_only_is_described_without_a_coordinator(capsys, zk_server):
+    """Its readers read only ZooKeeper, so no coordinator is asked (none is registered here)."""
+    connect = fresh_chroot(zk_server, prefix="zkcoord-groups")
+    zk = KazooClient(hosts=connect)
+    zk.start(timeout=15)
+    try:
+        admin.create_topic(zk, "orders", 2)
+        legacy_group(zk, "down", offsets=ORDERS)
+        put_state(zk, "down", Phase.ZK_ONLY, 2)
+        options = ("--zookeeper", connect, "--timeout", "500")
+        code, out, err = zkcoord(capsys, "groups", *options, "describe", "--group", "down")
+        assert code == 0 and "coordinator" not in err, err
+        assert "Consumer group 'down' is migrating: phase ZK_ONLY" in out
+        assert [row[:4] for row in rows_of(out, "down")] == [["down", "orders", "0", "7"], ["down", "orders", "1", "8"]]
+    finally:
+        zk.stop()
+        zk.close()

@@ -56,7 +56,7 @@ from zkcoord.errors import (
     GroupNotEmptyError,
     UnknownTopicOrPartitionError,
 )
-from zkcoord.migration.phases import LOG, RULES, MigrationStateError, Phase, read_offset
+from zkcoord.migration.phases import LOG, RULES, ZK, MigrationStateError, Phase, read_offset
 from zkcoord.migration.store import read_bridge, read_state
 from zkcoord.model import Address, GroupState, TopicPartition
 from zkcoord.security.client import ClientSecurity
@@ -349,11 +349,11 @@ class AdminClient:
         return {merged.kind: merged}
 
     def _readers_committed(self, group_id: str, description: GroupDescription) -> dict[TopicPartition, int | None]:
-        """The offsets a migrating group's readers see; with its coordinator unreachable, ZooKeeper's where they
-        read ZooKeeper (or the larger of both: ZooKeeper's is then a lower bound), None (unknown) where they read
-        the log."""
+        """The offsets a migrating group's readers see: ZooKeeper's where they read only ZooKeeper (no coordinator
+        asked); with its coordinator unreachable, ZooKeeper's where they read the larger of both (then a lower
+        bound), None (unknown) where they read the log."""
         phase = Phase[description.phase]
-        if description.unreachable is None:
+        if description.unreachable is None and reads_rule(phase) != ZK:
             return self._effective_committed(group_id, phase)
         zookeeper = {tp: o.offset for tp, o in self._committed(group_id, LEGACY).items()}
         return dict.fromkeys(zookeeper) if reads_rule(phase) == LOG else zookeeper
