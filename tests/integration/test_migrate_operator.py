@@ -13,7 +13,8 @@ from migrate_support import run_migrate as run
 from test_admin import commit
 
 from zkcoord.cli import main
-from zkcoord.migration.phases import Phase
+from zkcoord.migration import store
+from zkcoord.migration.phases import MigrationState, Phase
 from zkcoord.testing.zookeeper import wait_until
 from zkcoord.zk import layout
 from zkcoord.zk.offsets import write_offsets
@@ -89,6 +90,17 @@ def test_several_steps_need_a_confirmation_one_step_does_not(node, zk, zk_connec
 
     code, out, err = migrate(capsys, zk_connect, "up", "--group", "g", "--to", DUAL_COMMIT)
     assert code == 0 and "Proceed" not in err and state_of(zk, "g").phase == Phase.DUAL_WRITE
+
+
+def test_a_group_that_cannot_be_planned_is_reported_and_the_others_still_run(node, zk, zk_connect, capsys):
+    write_offsets(zk, "good", {("t", 0): 5})
+    write_offsets(zk, "odd", {("t", 0): 5})
+    unknown_step = MigrationState(Phase.ZK_ONLY, 1, ("0000_removed_step",))
+    store.write_state(zk, layout.DEFAULT_ROOT, "odd", unknown_step, store.NO_VERSION)
+    code, _, err = migrate(capsys, zk_connect, "up", "--all", "--to", DUAL_COMMIT)
+    assert code == 1
+    assert "Error: group odd: recorded steps 0000_removed_step are not in the migrations directory" in err
+    assert state_of(zk, "good").phase == Phase.DUAL_WRITE and state_of(zk, "odd") == unknown_step
 
 
 def test_each_direction_says_what_it_did(node, zk, zk_connect, capsys):

@@ -219,7 +219,16 @@ def _migrate_run(runner, groups: list[str], args: argparse.Namespace) -> int:
 
     asking = not (args.yes or args.dry_run)
     planned = groups if asking or args.group else []  # a plan checks --to before the group is looked for
-    plans = {group: runner.plan(group, args.action, args.to) for group in planned}
+    plans, failed = {}, 0
+    for group in planned:
+        try:
+            plans[group] = runner.plan(group, args.action, args.to)
+        except MigrationError as error:  # reported; the other groups go on, as in the run
+            print(f"Error: {_of_group(group, error)}", file=sys.stderr)
+            failed += 1
+    groups = [group for group in groups if group in plans] if planned else groups
+    if not groups:
+        return EXIT_PROBLEM if failed else EXIT_OK
     if args.action == "up" and args.group and not args.allow_new_group:
         _refuse_unknown_group(runner, args.group)
     try:
@@ -229,7 +238,7 @@ def _migrate_run(runner, groups: list[str], args: argparse.Namespace) -> int:
     except KeyboardInterrupt:  # at the question: nothing ran
         print("\ninterrupted; nothing changed", file=sys.stderr)
         return EXIT_INTERRUPTED
-    failed, interrupted = 0, []
+    interrupted = []
     with _stop_on_sigint(runner, args):
         runs = runner.run_all(groups, args.action, args.to, dry_run=args.dry_run, allow_rewind=args.allow_rewind)
         with contextlib.closing(runs):
@@ -246,7 +255,7 @@ def _migrate_run(runner, groups: list[str], args: argparse.Namespace) -> int:
                 if isinstance(outcome, MigrationInterrupted):
                     interrupted.append(outcome)
                 elif isinstance(outcome, MigrationError):  # refused, or a step that did not complete: others go on
-                    print(f"Error: {outcome}", file=sys.stderr)
+                    print(f"Error: {_of_group(group, outcome)}", file=sys.stderr)
                     failed += 1
                 elif not outcome.done:
                     runner.say(f"group {group}: nothing to do")
@@ -254,6 +263,12 @@ def _migrate_run(runner, groups: list[str], args: argparse.Namespace) -> int:
         print(_interrupted_line(interrupted, args), file=sys.stderr)
         return EXIT_INTERRUPTED
     return EXIT_PROBLEM if failed else EXIT_OK
+
+
+def _of_group(group: str, error: Exception) -> str:
+    """The error's message, naming the group it is about."""
+    message = str(error)
+    return message if message.startswith(f"group {group}") else f"group {group}: {message}"
 
 
 def _refuse_unknown_group(runner, group: str) -> None:
