@@ -2,6 +2,8 @@
 
 import pytest
 
+from zkcoord.channel import CoordinatorChannel
+from zkcoord.errors import CoordinatorNotAvailableError, ErrorCode, error_for
 from zkcoord.migration import presence, store
 from zkcoord.migration.phases import MigrationState, Phase
 from zkcoord.zk import layout
@@ -15,6 +17,35 @@ class NoNodes:
 
     def addresses(self):
         return []
+
+
+class LoadingNode(CoordinatorChannel):
+    """One coordinator that first answers DescribeGroups with the group's COORDINATOR_LOAD_IN_PROGRESS (as a node
+    does right after it took the group's offsets partition), then with the group."""
+
+    def __init__(self):
+        super().__init__(
+            lambda: [("127.0.0.1", 1)], "t", 2000, unavailable=CoordinatorNotAvailableError, error_for=error_for
+        )
+        self.describes = 0
+
+    def find_coordinator(self, group_id, deadline):
+        return 1, ("127.0.0.1", 1)
+
+    def call(self, address, api, **fields):
+        if api == "DescribeGroups":
+            self.describes += 1
+            code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.describes == 1 else 0
+            return {"groups": [{"error_code": code, "group_id": fields["groups"][0], "group_state": "Empty"}]}
+        assert api == "OffsetFetch"
+        partitions = [{"partition_index": 0, "committed_offset": 5, "error_code": 0}]
+        return {"error_code": 0, "topics": [{"name": "orders", "partitions": partitions}]}
+
+
+def test_a_loading_coordinator_is_asked_again(zk):
+    channel = LoadingNode()
+    found = presence.find_group(zk, channel, ROOT, "g")
+    assert (channel.describes, found.coordinator_record, found.log_offsets, found.exists) == (2, True, 1, True)
 
 
 def test_forget_deletes_only_the_state_that_was_checked(zk):

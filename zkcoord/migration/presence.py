@@ -15,7 +15,7 @@ from kazoo.exceptions import BadVersionError, NoNodeError
 from zkcoord.channel import CoordinatorChannel
 from zkcoord.migration import store
 from zkcoord.migration.phases import MigrationError, MigrationState, Phase
-from zkcoord.migration.verify import fetch_log_offsets, raise_for
+from zkcoord.migration.verify import describe_group, fetch_log_offsets
 from zkcoord.model import GroupState
 from zkcoord.zk import layout
 from zkcoord.zk.offsets import read_group_offsets
@@ -68,9 +68,7 @@ def find_group(zk: KazooClient, channel: CoordinatorChannel, root: str, group: s
     zookeeper_offsets = len(read_group_offsets(zk, group).offsets)
     if not channel.addresses():
         return GroupPresence(group, state, version, legacy, zookeeper_offsets, None, None, None)
-    response, _ = channel.call_coordinator(group, "DescribeGroups", groups=[group])
-    described = (response.get("groups") or [{}])[0]
-    raise_for(described, f"DescribeGroups for group {group}")
+    described = describe_group(channel, group)
     members = len(described.get("members") or [])
     record = described.get("group_state", GroupState.DEAD) != GroupState.DEAD
     log_offsets = len(fetch_log_offsets(channel, group))

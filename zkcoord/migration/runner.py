@@ -26,7 +26,7 @@ from types import ModuleType
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from zkcoord.channel import CoordinatorChannel, top_level_error
+from zkcoord.channel import CoordinatorChannel
 from zkcoord.errors import ZkcoordError
 from zkcoord.migration import store
 from zkcoord.migration.kafka_target import KafkaTarget, TargetError
@@ -40,7 +40,7 @@ from zkcoord.migration.phases import (
     compare_stores,
     not_acknowledged,
 )
-from zkcoord.migration.verify import fetch_log_offsets, raise_for
+from zkcoord.migration.verify import describe_group, fetch_log_offsets
 from zkcoord.wire.requests import partition_error_codes, simple_offset_commit
 from zkcoord.zk import layout
 from zkcoord.zk.offsets import GuardedWrite, read_group_offsets, write_offsets_if_greater
@@ -194,14 +194,7 @@ class StepContext:
         return fetch_log_offsets(self.channel, self.group)
 
     def coordinator_members(self) -> list[str]:
-        response, _ = self.channel.call_coordinator(
-            self.group,
-            "DescribeGroups",
-            retriable=lambda r: any(top_level_error(g) in _RETRIABLE for g in r.get("groups") or []),
-            groups=[self.group],
-        )
-        described = (response.get("groups") or [{}])[0]
-        raise_for(described, f"DescribeGroups for group {self.group}")
+        described = describe_group(self.channel, self.group)
         return sorted(member["member_id"] for member in described.get("members") or [])
 
     def kafka(self) -> KafkaTarget:

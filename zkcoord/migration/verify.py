@@ -175,6 +175,20 @@ def fetch_log_offsets(channel: CoordinatorChannel, group: str) -> dict[Partition
     return offsets_in(group, answer)
 
 
+def describe_group(channel: CoordinatorChannel, group: str) -> dict:
+    """The group as its coordinator describes it (DescribeGroups), asked again while the group's entry says its
+    coordinator is loading or moving; :class:`MigrationError` for any other error."""
+    response, _ = channel.call_coordinator(
+        group,
+        "DescribeGroups",
+        retriable=lambda r: any(top_level_error(g) in RETRIABLE for g in r.get("groups") or []),
+        groups=[group],
+    )
+    described = (response.get("groups") or [{}])[0]
+    raise_for(described, f"DescribeGroups for group {group}")
+    return described
+
+
 def offsets_in(group: str, answer: dict) -> dict[Partition, int]:
     """The committed offsets of an OffsetFetch answer (partitions with an error or no offset left out)."""
     raise_for(answer, f"OffsetFetch for group {group}")
