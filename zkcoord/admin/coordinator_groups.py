@@ -187,7 +187,8 @@ class CoordinatorGroups:
         }
 
     def _list_node_groups(self, node: Node, states: list[str]) -> list[dict]:
-        """ListGroups on one node, again while it loads (14) until the deadline, then what it holds."""
+        """ListGroups on one node, again while it loads (14); CoordinatorNotAvailableError when it still loads at the
+        deadline (the groups it lists then may not be all it holds)."""
         deadline = self._channel.deadline()
         backoff = self._channel.backoff()
         while True:
@@ -203,8 +204,8 @@ class CoordinatorGroups:
                 if code not in RETRIABLE:
                     raise error_for(code, response.get("error_message"))
                 if time.monotonic() + backoff > deadline:
-                    log.warning("node still loading, listing what it holds node=%s", node)
-                    return response.get("groups") or []
+                    waited = self._channel.request_timeout_ms
+                    raise CoordinatorNotAvailableError(f"ListGroups on node {node}: still loading after {waited} ms")
             time.sleep(backoff)
             backoff = self._channel.backoff(backoff)
 
