@@ -98,6 +98,20 @@ def test_a_migrating_group_is_one_group_whose_offsets_are_what_its_readers_read(
     assert current == {("orders", "0"): "30", ("orders", "1"): "40"}  # the log's, not ZooKeeper's 3 and 4
 
 
+def test_phase_and_readers_are_unknown_where_no_migration_state_can_be_read(capsys, node):
+    legacy_group(node.zk, "garbled", offsets=ORDERS)
+    node.zk.create(layout.migration_path(layout.DEFAULT_ROOT, "garbled"), b"{not json", makepath=True)
+    code, out, err = zkcoord(capsys, "groups", "--zookeeper", node.connect, "list")
+    assert code == 0 and rows_of(out, "garbled") == [["garbled", "migrating", "Empty", "unknown", "unknown"]]
+    assert "WARN: " in err and "not a migration state" in err and "READS-FROM of group 'garbled' are unknown" in err
+
+    commit(node.address, "dual", {("orders", 0): 3})
+    put_state(node.zk, "dual", Phase.DUAL_WRITE, 1)
+    code, out, err = zkcoord(capsys, "groups", "--coordinator-server", node.bootstrap, "list")
+    assert code == 0 and rows_of(out, "dual") == [["dual", "coordinator", "Empty", "unknown", "unknown"]]
+    assert "WARN: no ZooKeeper given" in err
+
+
 def test_an_unreachable_coordinator_is_named_and_log_offsets_are_unknown(capsys, zk_server):
     """A chroot whose only coordinator node is registered but does not answer (its port is closed), then one where
     none is registered, then one given with --coordinator-server that does not answer."""

@@ -53,3 +53,13 @@ def test_describe_names_the_phase_and_says_what_an_unreachable_coordinator_leave
     assert notices[0] == "Error: the coordinator of consumer group 'orders' could not be asked: down"
     assert "(frozen since LOG_ONLY) are not what they read" in notices[1]
     assert render.migration_header(group) is None and render.unreachable_notices(group) == []
+
+
+def test_an_unreadable_state_or_none_read_leaves_phase_and_readers_unknown():
+    merged = merge_listings(COORDINATOR_SIDE, LEGACY_SIDE, {"orders": None}, set(), True)
+    assert rows(merged)[-1] == ("orders", "migrating", "Stable", "unknown", "unknown")
+    coordinator_only = merge_listings(COORDINATOR_SIDE, {}, {}, set(), True, states_read=False)
+    assert rows(coordinator_only) == [
+        ("audit", COORDINATOR, "Stable", "unknown", "unknown"),
+        ("orders", COORDINATOR, "Empty", "unknown", "unknown"),
+    ]

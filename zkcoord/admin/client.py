@@ -111,6 +111,8 @@ class AdminClient:
         self.root = root
         self.request_timeout_ms = request_timeout_ms
         self.client_id = client_id
+        self.protocol = protocol
+        self._warn = warn or log.warning
         self._owns_source = isinstance(source, str)
         if isinstance(source, str):
             from zkcoord.sources import open_source
@@ -181,7 +183,15 @@ class AdminClient:
         phases, bridged = self._migrating_groups()
         if not self._has_coordinators() and any(needs_coordinator(phase) for phase in phases.values()):
             unreachable.append(self._no_node_registered())
-        listings = merge_listings(coordinator, legacy, phases, bridged, coordinators_answered=not unreachable)
+        states_read = self.zookeeper_connect is not None or self.protocol == KAFKA
+        if coordinator and not states_read:
+            self._warn(
+                "no ZooKeeper given, so no migration state was read: a coordinator group may be migrating, and its "
+                "PHASE and READS-FROM are unknown (give --zookeeper to read them)"
+            )
+        listings = merge_listings(
+            coordinator, legacy, phases, bridged, coordinators_answered=not unreachable, states_read=states_read
+        )
         shown = [g for g in listings if not wanted or g.state in wanted or g.state == UNKNOWN_STATE]
         return GroupsOverview(tuple(shown), tuple(unreachable))
 
@@ -358,8 +368,9 @@ class AdminClient:
         zookeeper = {tp: o.offset for tp, o in self._committed(group_id, LEGACY).items()}
         return dict.fromkeys(zookeeper) if reads_rule(phase) == LOG else zookeeper
 
-    def _migrating_groups(self) -> tuple[dict[str, Phase], set[str]]:
-        """The phase of every group with a migration state, and the groups with a mixed-group bridge."""
+    def _migrating_groups(self) -> tuple[dict[str, Phase | None], set[str]]:
+        """The phase of every group with a migration state (None: unreadable, which ``warn`` is told), and the
+        groups with a mixed-group bridge."""
         if self.zookeeper_connect is None:
             return {}, set()
         zk = self._zookeeper()
@@ -369,7 +380,8 @@ class AdminClient:
                 try:
                     state, _ = read_state(zk, self.root, group_id)
                 except MigrationStateError as error:
-                    log.warning("unreadable migration state group=%s: %s", group_id, error)
+                    self._warn(f"{error}; the PHASE and READS-FROM of group '{group_id}' are unknown")
+                    phases[group_id] = None
                     continue
                 if state is not None:
                     phases[group_id] = state.phase

@@ -21,6 +21,7 @@ from zkcoord.migration.phases import LOG, MAX, RULES, ZK, Phase
 from zkcoord.model import GroupState
 
 READS_FROM = {ZK: "zookeeper", LOG: "log", MAX: "max(zookeeper,log)"}
+UNKNOWN = "unknown"  # the phase, and the store readers use, of a group whose migration state could not be read
 KIND_READS_FROM = {COORDINATOR: READS_FROM[LOG], LEGACY: READS_FROM[ZK]}  # a group that is not migrating
 
 
@@ -33,21 +34,23 @@ def reads_from(phase: Phase) -> str:
     return READS_FROM[reads_rule(phase)]
 
 
-def needs_coordinator(phase: Phase) -> bool:
-    """Whether the group's offsets are (also) in the log, so that only a coordinator can tell what its readers see."""
+def needs_coordinator(phase: Phase | None) -> bool:
+    """Whether the group's offsets are (also) in the log, so that only a coordinator can tell what its readers see
+    (None: an unreadable phase, which may be any)."""
     return phase != Phase.ZK_ONLY
 
 
 def merged_listing(
     group_id: str,
-    phase: Phase,
+    phase: Phase | None,
     bridged: bool,
     coordinator: GroupListing | None,
     legacy: GroupListing | None,
     coordinator_known: bool,
 ) -> GroupListing:
     """One listing of a migrating group from what the coordinator and ZooKeeper list of it; its state is Unknown
-    when its coordinator may be one that did not answer."""
+    when its coordinator may be one that did not answer; its phase and readers' store are UNKNOWN when its
+    migration state is unreadable (``phase`` None)."""
     if not coordinator_known:
         state = UNKNOWN_STATE
     elif coordinator is not None and coordinator.state in REBALANCING_STATES:
@@ -56,7 +59,10 @@ def merged_listing(
         state = GroupState.STABLE
     else:
         state = GroupState.EMPTY
-    return GroupListing(group_id, MIXED if bridged else MIGRATING, state, "consumer", phase.name, reads_from(phase))
+    kind = MIXED if bridged else MIGRATING
+    if phase is None:
+        return GroupListing(group_id, kind, state, "consumer", UNKNOWN, UNKNOWN)
+    return GroupListing(group_id, kind, state, "consumer", phase.name, reads_from(phase))
 
 
 def with_reads_from(listing: GroupListing) -> GroupListing:
@@ -64,18 +70,26 @@ def with_reads_from(listing: GroupListing) -> GroupListing:
     return replace(listing, reads_from=KIND_READS_FROM[listing.kind])
 
 
+def unknown_migration(listing: GroupListing) -> GroupListing:
+    """A group that may be migrating, with no migration state to read: its phase and readers' store are unknown."""
+    return replace(listing, phase=UNKNOWN, reads_from=UNKNOWN)
+
+
 def merge_listings(
     coordinator: Mapping[str, GroupListing],
     legacy: Mapping[str, GroupListing],
-    phases: Mapping[str, Phase],
+    phases: Mapping[str, Phase | None],
     bridged: set[str],
     coordinators_answered: bool,
+    states_read: bool = True,
 ) -> list[GroupListing]:
-    """Every group once per place it is in, a migrating group (one with a phase) once; by id, coordinator first."""
+    """Every group once per place it is in, a migrating group (one in ``phases``; None: its state is unreadable)
+    once; by id, coordinator first. Without ``states_read`` (no ZooKeeper to read migration states from) a
+    coordinator group's phase and readers' store are UNKNOWN: it may be migrating."""
     listings = []
     for group_id in sorted(set(coordinator) | set(legacy) | set(phases)):
-        phase = phases.get(group_id)
-        if phase is not None:
+        if group_id in phases:
+            phase = phases[group_id]
             known = group_id in coordinator or coordinators_answered or not needs_coordinator(phase)
             listings.append(
                 merged_listing(
@@ -83,5 +97,6 @@ def merge_listings(
                 )
             )
             continue
-        listings.extend(with_reads_from(found[group_id]) for found in (coordinator, legacy) if group_id in found)
+        shown = with_reads_from if states_read else unknown_migration
+        listings.extend(shown(found[group_id]) for found in (coordinator, legacy) if group_id in found)
     return listings
