@@ -95,7 +95,7 @@ def _count_progress(total: int, description: str) -> Callable[[int], None]:
 def cmd_migrate(args: argparse.Namespace) -> int:
     """``migrate status|plan|up|down|verify|forget``: 0 ok; 1 refused, failed, not confirmed or a regression found;
     2 a group found nowhere (``up``), more than one step without a terminal or --yes, no target given or the target
-    Kafka cluster unreachable; 130 interrupted (Ctrl-C) during ``up``/``down``."""
+    Kafka cluster unreachable; 130 interrupted (Ctrl-C), with one line saying what it leaves."""
     from zkcoord.migration.kafka_target import TargetError
     from zkcoord.migration.phases import MigrationError
     from zkcoord.migration.runner import iter_groups
@@ -112,6 +112,16 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     except MigrationError as error:
         print(f"Error: {error}", file=sys.stderr)
         return EXIT_PROBLEM
+    except KeyboardInterrupt:  # outside the steps (looking groups up, planning, forget, verify)
+        print(f"\n{_interrupted_outside_steps(args)}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _interrupted_outside_steps(args: argparse.Namespace) -> str:
+    """Only reads happen outside the steps (up and down change state only in them, with Ctrl-C handled there)."""
+    if args.action == "forget":
+        return f"interrupted; `zkcoord migrate status --group {args.group}` shows whether the migration state is left"
+    return "interrupted; nothing changed"
 
 
 def _migrate_status(runner, groups: list[str], args: argparse.Namespace) -> int:
@@ -251,6 +261,7 @@ def _migrate_run(runner, groups: list[str], args: argparse.Namespace) -> int:
                 disable=None if len(groups) > 1 else True,
             ):
                 if isinstance(outcome, TargetError):
+                    runner.stop.set()  # the groups under way stop at their next safe point, as on Ctrl-C
                     raise outcome
                 if isinstance(outcome, MigrationInterrupted):
                     interrupted.append(outcome)
@@ -311,6 +322,8 @@ def _stop_on_sigint(runner, args: argparse.Namespace) -> Iterator[None]:
 
     def on_sigint(signum, frame) -> None:
         if runner.stop.is_set():
+            with contextlib.suppress(OSError, ValueError, RuntimeError):  # RuntimeError: a write it interrupted
+                sys.stdout.flush()  # os._exit flushes nothing: keep what the steps printed
             print(_interrupted_line([], args), file=sys.stderr, flush=True)
             os._exit(EXIT_INTERRUPTED)
         runner.stop.set()
