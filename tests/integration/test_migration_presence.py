@@ -3,6 +3,7 @@
 import pytest
 
 from zkcoord.channel import CoordinatorChannel
+from zkcoord.cli import main
 from zkcoord.errors import CoordinatorNotAvailableError, ErrorCode, error_for
 from zkcoord.migration import presence, store
 from zkcoord.migration.phases import MigrationState, Phase
@@ -64,3 +65,14 @@ def test_forget_deletes_only_the_state_that_was_checked(zk):
 
     presence.forget(zk, ROOT, "g", presence.find_group(zk, NoNodes(), ROOT, "g").version)
     assert store.read_state(zk, ROOT, "g") == (None, store.NO_VERSION)
+
+
+def test_offsets_that_are_not_offsets_are_still_the_group(zk, zk_connect, capsys):
+    zk.create("/consumers/g/offsets/orders/0", b"not an offset", makepath=True)
+    found = presence.find_group(zk, NoNodes(), ROOT, "g")
+    assert found.exists and (found.zookeeper_offsets, found.unreadable_offsets) == (1, 1)
+    assert "1 ZooKeeper offset znode(s) under /consumers/g/offsets hold data that is not an offset" in (
+        presence.unreadable_warning(found)
+    )
+    assert main(["migrate", "forget", "--group", "g", "--zookeeper", zk_connect, "--timeout", "500"]) == 0
+    assert "WARN: group g: 1 ZooKeeper offset znode(s)" in capsys.readouterr().err

@@ -204,10 +204,10 @@ def _migrate_plan(runner, groups: list[str], args: argparse.Namespace) -> int:
 
 
 def _migrate_forget(runner, groups: list[str], args: argparse.Namespace) -> int:
-    from zkcoord.migration.presence import find_group, forget, forget_refusals
+    from zkcoord.migration.presence import forget, forget_refusals
 
     [group] = groups
-    presence = find_group(runner.zk, runner.channel, runner.root, group)
+    presence = _find_group(runner, group)
     if presence.state is None:
         print(f"group {group}: no migration state to forget")
         return EXIT_OK
@@ -284,11 +284,21 @@ def _of_group(group: str, error: Exception) -> str:
 
 def _refuse_unknown_group(runner, group: str) -> None:
     """A group with no member, offset or record anywhere is most likely a typo: refuse before writing anything."""
-    from zkcoord.migration.presence import find_group, not_found_message
+    from zkcoord.migration.presence import not_found_message
 
-    presence = find_group(runner.zk, runner.channel, runner.root, group)
+    presence = _find_group(runner, group)
     if not presence.exists:
         raise UsageError(not_found_message(group, presence))
+
+
+def _find_group(runner, group: str):
+    """What exists of the group, warning on stderr of offsets that are not offsets."""
+    from zkcoord.migration.presence import find_group, unreadable_warning
+
+    presence = find_group(runner.zk, runner.channel, runner.root, group)
+    if (warning := unreadable_warning(presence)) is not None:
+        print(f"WARN: {warning}", file=sys.stderr)
+    return presence
 
 
 def _confirmed(plans: dict, args: argparse.Namespace) -> bool:

@@ -30,13 +30,15 @@ LOOKED_FOR = (
 @dataclass(frozen=True)
 class GroupPresence:
     """What exists of a group; the coordinator's fields are None when no coordinator node is registered.
-    ``version`` is the state znode's version when it was read (what :func:`forget` deletes at)."""
+    ``version`` is the state znode's version when it was read (what :func:`forget` deletes at);
+    ``zookeeper_offsets`` counts the offset znodes, ``unreadable_offsets`` those whose data is not an offset."""
 
     group: str
     state: MigrationState | None
     version: int
     legacy_members: int
     zookeeper_offsets: int
+    unreadable_offsets: int
     coordinator_members: int | None
     coordinator_record: bool | None
     log_offsets: int | None
@@ -65,14 +67,25 @@ def find_group(zk: KazooClient, channel: CoordinatorChannel, root: str, group: s
     """Look for ``group`` in ZooKeeper and, when a coordinator node is registered, at its coordinator."""
     state, version = store.read_state(zk, root, group)
     legacy = len(store.live_legacy_members(zk, root, group))
-    zookeeper_offsets = len(read_group_offsets(zk, group).offsets)
+    stored = read_group_offsets(zk, group)  # foreign data in an offset znode is still something of the group
+    zookeeper = (legacy, len(stored.offsets) + len(stored.unreadable), len(stored.unreadable))
     if not channel.addresses():
-        return GroupPresence(group, state, version, legacy, zookeeper_offsets, None, None, None)
+        return GroupPresence(group, state, version, *zookeeper, None, None, None)
     described = describe_group(channel, group)
     members = len(described.get("members") or [])
     record = described.get("group_state", GroupState.DEAD) != GroupState.DEAD
     log_offsets = len(fetch_log_offsets(channel, group))
-    return GroupPresence(group, state, version, legacy, zookeeper_offsets, members, record, log_offsets)
+    return GroupPresence(group, state, version, *zookeeper, members, record, log_offsets)
+
+
+def unreadable_warning(presence: GroupPresence) -> str | None:
+    """The warning for offset znodes whose data is not an offset (None: there are none)."""
+    if not presence.unreadable_offsets:
+        return None
+    return (
+        f"group {presence.group}: {presence.unreadable_offsets} ZooKeeper offset znode(s) under "
+        f"/consumers/{presence.group}/offsets hold data that is not an offset; counted as committed offsets"
+    )
 
 
 def not_found_message(group: str, presence: GroupPresence) -> str:
