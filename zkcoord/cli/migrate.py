@@ -313,9 +313,11 @@ def _confirmed(plans: dict, args: argparse.Namespace) -> bool:
             f"migrate {args.action} would run more than one step ({shown}{more}); with no terminal to ask on, "
             "confirm with --yes (or go one step at a time with --to)"
         )
+    shown_on = sys.stderr if args.json else sys.stdout  # --json keeps stdout for the JSON
     for group, plan in long_runs.items():
         for planned in plan:
-            print(f"group {group}: {planned.step.name} {planned.direction}: {planned.step.describe(planned.direction)}")
+            step, way = planned.step, planned.direction
+            print(f"group {group}: {step.name} {way}: {step.describe(way)}", file=shown_on)
     print(f"migrate {args.action} will run these {sum(map(len, long_runs.values()))} step(s).", file=sys.stderr)
     sys.stderr.write("Proceed? [y/N] ")
     sys.stderr.flush()
