@@ -155,6 +155,11 @@ def test_an_unreachable_coordinator_is_named_and_log_offsets_are_unknown(capsys,
         assert [row[2:5] for row in rows_of(out, "plain")] == [["orders", "0", "7"], ["orders", "1", "8"]]
         code, out, err = zkcoord(capsys, "groups", *given, "list")
         assert code == 2 and f"127.0.0.1:{port}" in err and rows_of(out, "plain")
+
+        # a group only a coordinator could hold cannot be described; the others still are, with the worst code
+        code, out, err = zkcoord(capsys, "groups", *given, "describe", "--group", "ghost", "--group", "plain", "--json")
+        assert code == 2 and "Error: " in err and "ghost" in err
+        assert [document["group"] for document in json.loads(out)] == ["plain"]
     finally:
         zk.stop()
         zk.close()

@@ -146,7 +146,10 @@ def _groups_list(client, args: argparse.Namespace) -> int:
 
 
 def _groups_describe(client, args: argparse.Namespace) -> int:
-    from zkcoord.admin import GroupIdNotFoundError, render
+    """Each group in turn: one that cannot be described is an ``Error:`` line and the others are still described;
+    the exit code is the worst (2 for a coordinator that did not answer, 1 for any other error)."""
+    from zkcoord.admin import CoordinatorNotAvailableError, render
+    from zkcoord.admin.model import ClusterUnreachableError
 
     documents, code = [], EXIT_OK
     if args.all_groups:
@@ -164,14 +167,20 @@ def _groups_describe(client, args: argparse.Namespace) -> int:
                 results = client.describe_consumer_groups([group_id])
             else:
                 results = client.describe_consumer_group_offsets([group_id])
-        except GroupIdNotFoundError as error:
+        except ClusterUnreachableError:
+            raise  # the whole cluster: no other group can be described either
+        except CoordinatorNotAvailableError as error:
+            print(f"Error: {error}", file=sys.stderr)
+            code = max(code, EXIT_USAGE)
+            continue
+        except ZkcoordError as error:  # the group exists nowhere, or its migration state is unreadable
             print(f"Error: {error}", file=sys.stderr)
             code = max(code, EXIT_PROBLEM)
             continue
         for result in results:
             description = getattr(result, "description", result)
             if description.unreachable is not None:
-                code = EXIT_USAGE
+                code = max(code, EXIT_USAGE)
             if args.members:
                 documents.append(render.members_json(description))
                 lines = render.members_lines(description, args.verbose)
