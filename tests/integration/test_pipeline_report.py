@@ -177,6 +177,7 @@ EXPECTED_SUMMARY = {
         "pause_max_ms": 2_000,
         "pause_p50_ms": 1_500.0,
         "records_processed": 690,
+        "records_processed_in_window": 490,  # 200 of them before W
         "records_duplicated": 150,
         "records_missed": 10,
         "zk_reads": 120,
@@ -193,6 +194,7 @@ EXPECTED_SUMMARY = {
         "pause_max_ms": 2_900,
         "pause_p50_ms": 2_900.0,  # m00 processed once in W: left out
         "records_processed": 650,
+        "records_processed_in_window": 650,
         "records_duplicated": 150,
         "records_missed": 0,
         "zk_reads": 10,
@@ -209,6 +211,7 @@ EXPECTED_SUMMARY = {
         "pause_max_ms": 2_000,
         "pause_p50_ms": 2_000.0,
         "records_processed": 500,
+        "records_processed_in_window": 500,
         "records_duplicated": 0,
         "records_missed": 0,
         "zk_reads": None,
@@ -225,6 +228,7 @@ EXPECTED_SUMMARY = {
         "pause_max_ms": None,
         "pause_p50_ms": None,
         "records_processed": 0,
+        "records_processed_in_window": 0,
         "records_duplicated": 0,
         "records_missed": 0,
         "zk_reads": None,

@@ -64,6 +64,7 @@ def compute(events: DataFrame) -> ReportTables:
         F.max(longest_pause).alias("pause_max_ms"),
         F.median(longest_pause).alias("pause_p50_ms"),
         F.sum("records").alias("records_processed"),
+        F.sum("records_in_window").alias("records_processed_in_window"),
         F.sum("duplicated").alias("records_duplicated"),
         F.sum("missed").alias("records_missed"),
         F.max("counters").alias("counters"),
@@ -85,7 +86,7 @@ def compute(events: DataFrame) -> ReportTables:
         F.col("pause_p50_ms").cast("double").alias("pause_p50_ms"),
         *(
             F.coalesce(column, F.lit(0)).cast("long").alias(column)
-            for column in ("records_processed", "records_duplicated", "records_missed")
+            for column in ("records_processed", "records_processed_in_window", "records_duplicated", "records_missed")
         ),
         *(
             F.col(f"counters.{column}").cast("long").alias(column)
@@ -122,14 +123,16 @@ def _windows(events: DataFrame) -> DataFrame:
 
 
 def _event_contributions(windowed: DataFrame) -> DataFrame:
-    """What single events add to the summary: W, records, generations before and in W, counters."""
+    """What single events add to the summary: W, records (in W too), generations before and in W, counters."""
     rebalance = is_type("rebalance")
     generation = F.col("generation")
+    records = F.when(is_type("processed"), F.col("last_offset") - F.col("first_offset") + 1)
     return windowed.select(
         *KEY,
         "window_start_ms",
         "window_end_ms",
-        F.when(is_type("processed"), F.col("last_offset") - F.col("first_offset") + 1).alias("records"),
+        records.alias("records"),
+        F.when(_in_window(), records).alias("records_in_window"),
         F.when(rebalance & _in_window(), generation).alias("generation_in_window"),
         F.when(rebalance & (F.col("time_ms") < F.col("window_start_ms")), generation).alias("generation_before_window"),
         F.when(is_type("counters"), F.struct("time_ms", "seq", "zk_reads", "zk_writes", "coordinator_requests")).alias(

@@ -25,11 +25,12 @@ METRICS = (
     "coordinator_requests",
 )
 HEADLINE_METRICS = ("rebalances", "pause_max_ms", "partitions_moved", "records_duplicated", "zk_writes")
-PER_SECOND = ("records_processed", "zk_reads", "zk_writes", "coordinator_requests")
+# Counted within the window only: a rate divides by the window's length (records_processed includes the warm-up).
+PER_SECOND = ("records_processed_in_window", "zk_reads", "zk_writes", "coordinator_requests")
 
 
 def with_rates(row: dict) -> dict:
-    """``row`` with its window in seconds and ``<count>_per_s`` for the counts that grow with the window
+    """``row`` with its window in seconds and ``<count>_per_s`` for the counts of the window that grow with it
     (``PER_SECOND``): windows differ in length, so only these rates compare across runs."""
     window_s = row["window_ms"] / 1000.0 if row["window_ms"] else None
 

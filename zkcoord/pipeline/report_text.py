@@ -17,14 +17,14 @@ HEADERS = {
     "unowned_partition_s": "Unowned partition-seconds",
     "pause_max_ms": "Longest member pause (ms)",
     "pause_p50_ms": "Median of members' longest pauses (ms)",
-    "records_processed": "Records processed",
+    "records_processed_in_window": "Records processed",
     "records_duplicated": "Records processed twice",
     "records_missed": "Records never processed",
     "zk_reads": "ZooKeeper reads",
     "zk_writes": "ZooKeeper writes",
     "coordinator_requests": "Coordinator requests",
     "window_s": "Window (s)",
-    "records_processed_per_s": "Records processed per s",
+    "records_processed_in_window_per_s": "Records processed per s",
     "zk_reads_per_s": "ZooKeeper reads per s",
     "zk_writes_per_s": "ZooKeeper writes per s",
     "coordinator_requests_per_s": "Coordinator requests per s",
@@ -46,8 +46,8 @@ REBALANCE_COLUMNS = (
 )
 LOAD_COLUMNS = (
     "window_s",
-    "records_processed",
-    "records_processed_per_s",
+    "records_processed_in_window",
+    "records_processed_in_window_per_s",
     "records_duplicated",
     "records_missed",
     "zk_reads",
@@ -81,12 +81,13 @@ OLD_AND_NEW = (
 SECTIONS = {
     "runs": (
         "Which rebalance each variant runs. A run's window opens when its group has settled after the warm-up and "
-        "closes when every record has been processed; every metric below is measured within it."
+        "closes when every record has been processed. Every metric below is counted within the window, except "
+        "<em>records never processed</em>, which checks every record the run produced."
     ),
     "rebalancing": (
-        "What the scenario's steps cost each variant, counted over the whole run: the same steps ran under every "
-        "variant, so these compare directly. Lower is better in every column. Read down a scenario's rows: the "
-        "old rebalance is the first row."
+        "What the scenario's steps cost each variant, counted within the window (every step falls in it): the same "
+        "steps ran under every variant, so these compare directly. Lower is better in every column. Read down a "
+        "scenario's rows: the old rebalance is the first row."
     ),
     "load": (
         "Work done and the load put on ZooKeeper and the coordinator. These counts grow with the window, and the "
