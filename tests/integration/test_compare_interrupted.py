@@ -11,8 +11,16 @@ from pathlib import Path
 
 import pytest
 
+from zkcoord.compare import runner
 from zkcoord.compare.processes import RunFailed
-from zkcoord.compare.runner import stop_reason
+from zkcoord.compare.runner import (
+    CompareOptions,
+    RunInterrupted,
+    compare_run,
+    read_manifest,
+    stop_reason,
+    write_manifest,
+)
 from zkcoord.testing.zookeeper import wait_until
 
 pytestmark = pytest.mark.timeout(180)
@@ -91,3 +99,45 @@ def test_a_failed_run_is_marked_with_the_first_line_of_its_error():
     assert stop_reason(failure) == "RunFailed: member m01#1 exited (1):"
     assert stop_reason(KeyboardInterrupt()) == "interrupted (SIGINT)"
     assert stop_reason(TimeoutError()) == "TimeoutError"
+
+
+class FinishedRun:
+    """A run that finishes at once, without processes: what ``compare run`` does after a run ends."""
+
+    def __init__(self, context, plan, variant):
+        self.trace_dir = context.options.out / "traces"
+
+    def run(self, say) -> None:
+        pass
+
+
+def test_ctrl_c_after_a_run_finished_leaves_it_finished(tmp_path, zk_connect, monkeypatch):
+    def interrupted_figures(events):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "ScenarioRun", FinishedRun)
+    monkeypatch.setattr(runner, "read_events", lambda trace_dir: [])
+    monkeypatch.setattr(runner, "migration_figures", interrupted_figures)  # Ctrl-C once the run has finished
+    options = CompareOptions(tmp_path, ["member-migration"], ["whole-group", "member-by-member"], zookeeper=zk_connect)
+    with pytest.raises(RunInterrupted) as interrupted:
+        compare_run(options, say=lambda line: None)
+    assert interrupted.value.entry is None  # between runs: no run was stopped before its end
+    runs = read_manifest(tmp_path)["runs"]
+    assert (runs[0]["variant"], runs[0]["status"], runs[0]["detail"]) == ("whole-group", "ok", None)
+
+
+def test_ctrl_c_while_the_manifest_is_written_leaves_the_previous_one_whole(tmp_path, monkeypatch):
+    options = CompareOptions(tmp_path, ["kill"])
+    finished = {"scenario": "kill", "variant": "legacy", "status": "ok", "detail": None}
+    write_manifest(options, [finished])
+    write_text = Path.write_text
+
+    def torn(path, text, *args, **kwargs):
+        write_text(path, text[: len(text) // 2], *args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Path, "write_text", torn)
+    with pytest.raises(KeyboardInterrupt):
+        write_manifest(options, [finished, {**finished, "variant": "eager"}])
+    monkeypatch.undo()
+    assert [(run["variant"], run["status"]) for run in read_manifest(tmp_path)["runs"]] == [("legacy", "ok")]

@@ -583,7 +583,8 @@ def _run_all(
                     entry["figures"] = figures.to_json()
                     say(f"  {figures.describe()}")
             except KeyboardInterrupt:
-                entry.update(status=INTERRUPTED, detail=SIGINT_REASON)
+                if "status" not in entry:  # Ctrl-C after the run finished (during its figures) leaves it finished
+                    entry.update(status=INTERRUPTED, detail=SIGINT_REASON)
                 raise
             except Exception as error:  # one broken run must not end the others
                 log.debug("run %s / %s failed", scenario, variant_name, exc_info=True)
@@ -606,4 +607,8 @@ def write_manifest(options: CompareOptions, results: list[dict]) -> None:
         workload={**asdict(options.workload), "rate": options.rate, "cost_ms": options.cost_ms},
         source=options.source,
     )
-    (options.out / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    # Written beside and renamed over: Ctrl-C during the write leaves the previous manifest whole, not a torn one.
+    path = options.out / MANIFEST
+    partial = path.with_name(path.name + ".tmp")
+    partial.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    partial.replace(path)
