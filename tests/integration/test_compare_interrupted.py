@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from zkcoord.cli.compare import _interrupted_line
 from zkcoord.compare import runner
 from zkcoord.compare.processes import RunFailed
 from zkcoord.compare.runner import (
@@ -124,6 +125,35 @@ def test_ctrl_c_after_a_run_finished_leaves_it_finished(tmp_path, zk_connect, mo
     assert interrupted.value.entry is None  # between runs: no run was stopped before its end
     runs = read_manifest(tmp_path)["runs"]
     assert (runs[0]["variant"], runs[0]["status"], runs[0]["detail"]) == ("whole-group", "ok", None)
+    not_started = {"scenario": "member-migration", "variant": "member-by-member", "status": "not-started"}
+    assert runs[1:] == interrupted.value.not_started == [{**not_started, "detail": None}]
+
+
+def test_the_line_ctrl_c_leaves_names_every_run_left_and_how_to_make_exactly_those():
+    def run(scenario: str, variant: str, status: str = "not-started") -> dict:
+        return {"scenario": scenario, "variant": variant, "status": status, "detail": None}
+
+    not_started = [run("rolling-bounce", "static"), run("kill", "legacy"), run("kill", "eager"), run("kill", "static")]
+    line = _interrupted_line(run("rolling-bounce", "eager", "interrupted"), not_started, "out")
+    assert line == (
+        "interrupted; the state is: rolling-bounce / eager is marked interrupted in out/compare.json and its "
+        "traces, not started: rolling-bounce / static, kill / legacy, kill / eager, kill / static, every process "
+        "the run started is stopped; run zkcoord compare run --scenario rolling-bounce --variants eager,static ... "
+        "--out out and zkcoord compare run --scenario kill --variants legacy,eager,static ... --out out to resume"
+    )
+    assert _interrupted_line(None, [], "out").endswith("; no run is left to do")
+
+
+def test_a_run_not_started_keeps_what_an_earlier_command_wrote_of_it(tmp_path):
+    options = CompareOptions(tmp_path, ["kill"])
+    earlier = {"scenario": "kill", "variant": "legacy", "status": "ok", "detail": None}
+    write_manifest(options, [earlier])
+    not_started = {**earlier, "status": "not-started"}
+    write_manifest(options, [not_started, {**not_started, "variant": "eager"}])
+    assert [(run["variant"], run["status"]) for run in read_manifest(tmp_path)["runs"]] == [
+        ("legacy", "ok"),
+        ("eager", "not-started"),
+    ]
 
 
 def test_ctrl_c_while_the_manifest_is_written_leaves_the_previous_one_whole(tmp_path, monkeypatch):

@@ -51,7 +51,7 @@ def cmd_compare_run(args: argparse.Namespace) -> int:
     except ValueError as error:
         raise UsageError(str(error)) from None
     except RunInterrupted as interrupted:
-        print(_interrupted_line(interrupted.entry, args.out), file=sys.stderr)
+        print(_interrupted_line(interrupted.entry, interrupted.not_started, args.out), file=sys.stderr)
         return EXIT_INTERRUPTED
     finally:
         signal.signal(signal.SIGINT, previous)
@@ -67,18 +67,32 @@ def _interrupt_once(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
-def _interrupted_line(entry: dict | None, out: str) -> str:
-    """The one line Ctrl-C leaves: what state the output is in, and how to go on."""
+def _interrupted_line(entry: dict | None, not_started: list[dict], out: str) -> str:
+    """The one line Ctrl-C leaves: what state the output is in, what is left to run, and how."""
     manifest = f"{out}/compare.json"
+    left = ([entry] if entry else []) + not_started
     if entry is None:
         state = f"the finished runs are in {manifest}"
-        again = ""
     else:
         state = f"{entry['scenario']} / {entry['variant']} is marked interrupted in {manifest} and its traces"
-        again = f" --scenario {entry['scenario']} --variants {entry['variant']}"
-    return (
-        f"interrupted; the state is: {state}, every process the run started is stopped; "
-        f"run zkcoord compare run{again} ... --out {shlex.quote(out)} to resume"
+    if not_started:
+        state += ", not started: " + ", ".join(f"{run['scenario']} / {run['variant']}" for run in not_started)
+    resume = f"run {_commands_for(left, out)} to resume" if left else "no run is left to do"
+    return f"interrupted; the state is: {state}, every process the run started is stopped; {resume}"
+
+
+def _commands_for(runs: list[dict], out: str) -> str:
+    """The ``compare run`` commands that make exactly ``runs``: one per set of variants its scenarios share."""
+    variants_of: dict[str, list[str]] = {}
+    for run in runs:
+        variants_of.setdefault(run["scenario"], []).append(run["variant"])
+    scenarios_of: dict[tuple[str, ...], list[str]] = {}
+    for scenario, variants in variants_of.items():
+        scenarios_of.setdefault(tuple(variants), []).append(scenario)
+    return " and ".join(
+        f"zkcoord compare run --scenario {','.join(scenarios)} --variants {','.join(variants)} ... "
+        f"--out {shlex.quote(out)}"
+        for variants, scenarios in scenarios_of.items()
     )
 
 

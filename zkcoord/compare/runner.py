@@ -71,6 +71,7 @@ log = logging.getLogger(__name__)
 
 MANIFEST = "compare.json"
 INTERRUPTED = "interrupted"  # a run's manifest status when Ctrl-C stopped it
+NOT_STARTED = "not-started"  # ... and of a run of the command that Ctrl-C stopped before it began
 SIGINT_REASON = "interrupted (SIGINT)"
 RUNNER = "runner"
 TICK_S = 0.05
@@ -454,12 +455,13 @@ def stop_reason(error: BaseException) -> str:
 
 
 class RunInterrupted(KeyboardInterrupt):
-    """Ctrl-C stopped ``compare run``: ``entry`` (the manifest's) is the run it was in (None between runs); every
-    process the command started has been stopped."""
+    """Ctrl-C stopped ``compare run``: ``entry`` (the manifest's) is the run it was in (None between runs),
+    ``not_started`` the entries of the runs it never began; every process the command started has been stopped."""
 
-    def __init__(self, entry: dict | None):
-        super().__init__(entry)
+    def __init__(self, entry: dict | None, not_started: list[dict]):
+        super().__init__(entry, not_started)
         self.entry = entry
+        self.not_started = not_started
 
 
 # ---- the whole run ------------------------------------------------------------------------------------------------
@@ -546,6 +548,7 @@ def compare_run(options: CompareOptions, say: Callable[[str], None] = print) -> 
             raise ValueError(f"unknown variant {name!r}; one of {', '.join(VARIANTS)}")
         if VARIANTS[name].reads_kafka and kind != KAFKA:
             raise ValueError(f"variant {name!r} runs librdkafka consumers, which need --source kafka:bootstrap=...")
+    runs = _applicable_runs(options, variants)
     options.out.mkdir(parents=True, exist_ok=True)
     results = []
     try:
@@ -553,8 +556,29 @@ def compare_run(options: CompareOptions, say: Callable[[str], None] = print) -> 
             _run_all(options, context, variants, results, say)
     except KeyboardInterrupt:
         interrupted = next((entry for entry in results if entry.get("status") == INTERRUPTED), None)
-        raise RunInterrupted(interrupted) from None
+        reached = {(entry["scenario"], entry["variant"]) for entry in results}
+        not_started = [
+            {"scenario": scenario, "variant": variant, "status": NOT_STARTED, "detail": None}
+            for scenario, variant in runs
+            if (scenario, variant) not in reached
+        ]
+        if not_started:
+            write_manifest(options, results + not_started)
+        raise RunInterrupted(interrupted, not_started) from None
     return results
+
+
+def _applicable_runs(options: CompareOptions, variants: list[str]) -> list[tuple[str, str]]:
+    """(scenario, variant) of every run the command makes, in order; the not-applicable ones left out."""
+    runs = []
+    for scenario in options.scenarios:
+        for variant in variants:
+            try:
+                plan(scenario, VARIANTS[variant], options.workload, ())  # whether it applies: not the topics' names
+            except NotApplicable:
+                continue
+            runs.append((scenario, variant))
+    return runs
 
 
 def _run_all(
@@ -598,7 +622,11 @@ def _run_all(
 
 
 def write_manifest(options: CompareOptions, results: list[dict]) -> None:
+    """``results`` replace the manifest's entries of their runs, but for a ``not-started`` one: an earlier
+    command's entry of that run still describes its traces."""
     manifest = read_manifest(options.out)
+    known = {(r["scenario"], r["variant"]) for r in manifest["runs"]}
+    results = [r for r in results if r["status"] != NOT_STARTED or (r["scenario"], r["variant"]) not in known]
     done = {(r["scenario"], r["variant"]) for r in results}
     runs = [r for r in manifest["runs"] if (r["scenario"], r["variant"]) not in done] + results
     manifest.update(
