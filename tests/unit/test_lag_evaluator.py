@@ -133,6 +133,25 @@ def test_an_unknown_group_and_one_whose_commits_expired_are_notfound():
     assert evaluate_group("g", windows, 11 * MINUTE + 1, config).status == GroupStatus.NOTFOUND
 
 
+def test_a_live_group_never_ages_out_the_commits_of_a_partition_nobody_commits():
+    config = WindowConfig(expire_group_ms=10 * MINUTE)
+    windows = LagWindows(config)
+    orphaned = TopicPartition("old", 0)
+    for minute in range(20):
+        windows.observe(
+            "g",
+            {
+                TP: PartitionObservation(100 * minute, 100 * minute, owned=True),
+                orphaned: PartitionObservation(5, 1000 + minute, owned=False),
+            },
+            minute * MINUTE,
+        )
+    lag = windows.evaluate("g", 19 * MINUTE)
+    old = next(p for p in lag.partitions if p.partition == orphaned)
+    assert (old.status, old.current_lag, old.end) == (PartitionStatus.STOP, 1014, Commit(5, 995, 0))
+    assert lag.status == GroupStatus.ERR
+
+
 def test_a_poll_is_a_commit_when_the_offset_moved_or_a_live_member_owns_the_partition():
     windows = LagWindows()
     for minute, (offset, owned) in enumerate([(10, False), (10, False), (10, True), (12, False), (12, False)]):

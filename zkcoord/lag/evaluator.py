@@ -35,8 +35,9 @@ class GroupStatus(enum.IntEnum):
 @dataclass(frozen=True)
 class WindowConfig:
     """Burrow's storage and evaluator settings, with its defaults: ``intervals`` commits kept per partition (and as
-    many log-end offsets), a commit closer than ``min_distance_ms`` to the previous one replaces it, commits older
-    than ``expire_group_ms`` are dropped (a group with none left is NOTFOUND), lag up to ``allowed_lag`` is none."""
+    many log-end offsets), a commit closer than ``min_distance_ms`` to the previous one replaces it, a group whose
+    newest commit is older than ``expire_group_ms`` is NOTFOUND (Burrow purges the whole group; a live group's
+    windows never lose a commit to age), lag up to ``allowed_lag`` is none."""
 
     intervals: int = 10
     min_distance_ms: int = 0
@@ -84,11 +85,6 @@ class PartitionWindow:
         if not self.commits or not self.log_ends:
             return 0
         return max(self.log_ends[-1] - self.commits[-1].offset, 0)
-
-    def expired(self, now_ms: int, config: WindowConfig) -> PartitionWindow:
-        """Without the commits older than ``expire_group_ms``."""
-        oldest = now_ms - config.expire_group_ms
-        return replace(self, commits=tuple(c for c in self.commits if c.timestamp_ms >= oldest))
 
 
 @dataclass(frozen=True)
@@ -159,7 +155,6 @@ def evaluate_group(
         return GroupLag(group_id, GroupStatus.NOTFOUND, ())
     partitions = []
     for tp, window in sorted(windows.items()):
-        window = window.expired(now_ms, config)
         status = partition_status(window, now_ms, config)
         commits = window.commits
         partitions.append(
