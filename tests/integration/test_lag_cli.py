@@ -268,6 +268,25 @@ def test_unreachable_brokers_are_a_connection_error(capsys, kafka, zk_connect):
         dead.close()
 
 
+def test_coordinator_groups_missing_while_no_coordinator_is_registered_are_a_connection_error(
+    capsys, kafka, node, topic, tmp_path
+):
+    group = CoordinatorGroup(node, f"remembered-{topic}", topic, owned=False)
+    group.commit(0)
+    state = str(tmp_path / "lag-state.json")
+    code, out, _ = lag(capsys, kafka, "--state-file", state, "--group", group.name)
+    assert (code, f"Group {group.name}: OK" in out) == (0, True)
+    # The whole coordinator cluster down past its sessions: no node registered (here, under another root).
+    down = f"{ROOT}-down"
+    code, out, err = lag(capsys, kafka, "--state-file", state, "--group", group.name, "--root", down)
+    assert (code, out) == (2, "")
+    assert err.strip() == (
+        f"error: no coordinator node is registered under {down} in ZooKeeper at {kafka.zk_connect}; "
+        f"cannot read coordinator group(s) {group.name}"
+    )
+    assert group.name in json.loads((tmp_path / "lag-state.json").read_text())["coordinator_groups"]
+
+
 def test_describe_reads_the_log_end_from_the_brokers(capsys, kafka, zk, topic):
     group = LegacyGroup(zk, f"described-{topic}", topic, owned=False)
     kafka.produce(topic, [b"r"] * 7, partition=0)

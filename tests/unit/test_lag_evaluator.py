@@ -163,6 +163,25 @@ def test_a_poll_is_a_commit_when_the_offset_moved_or_a_live_member_owns_the_part
     assert windows.evaluate("g", 5 * MINUTE).status == GroupStatus.NOTFOUND
 
 
+def test_groups_no_longer_listed_are_forgotten_and_one_created_again_starts_anew():
+    windows = LagWindows()
+    windows.observe("g", {TP: PartitionObservation(5000, 5000, True)}, 0, on_coordinator=True)
+    windows.observe("other", {TP: PartitionObservation(1, 1, True)}, 0)
+    assert windows.coordinator_groups(0) == {"g"}
+    windows.retain(["other"])
+    assert (windows.coordinator_groups(0), windows.evaluate("g", 0).status) == (set(), GroupStatus.NOTFOUND)
+    windows.observe("g", {TP: PartitionObservation(0, 5100, True)}, MINUTE)
+    assert windows.evaluate("g", MINUTE).partitions[0].start == Commit(0, 5100, MINUTE)
+    assert set(windows.to_json()["groups"]) == {"g", "other"}
+
+
+def test_a_coordinator_group_is_remembered_until_it_expires():
+    windows = LagWindows(WindowConfig(expire_group_ms=10 * MINUTE))
+    windows.observe("g", {TP: PartitionObservation(5, 5, False)}, 0, on_coordinator=True)
+    again = LagWindows.from_json(windows.to_json(), windows.config)
+    assert (again.coordinator_groups(10 * MINUTE), again.coordinator_groups(11 * MINUTE)) == ({"g"}, set())
+
+
 def test_the_state_goes_through_json_unchanged():
     windows = LagWindows()
     for minute, offset in enumerate([10, 10, 20, 5]):

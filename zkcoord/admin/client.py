@@ -390,6 +390,10 @@ class AdminClient:
             bridged.update(zk.get_children(layout.bridge_groups_path(self.root)))
         return phases, bridged
 
+    def no_coordinator_node(self) -> str | None:
+        """Why no coordinator node can be asked: none is given and none is registered (None: one is)."""
+        return None if self._has_coordinators() else self._no_node_registered()
+
     def _no_node_registered(self) -> str:
         return f"no coordinator node is registered under {self.root} in ZooKeeper at {self.zookeeper_connect}"
 

@@ -10,32 +10,55 @@ IO: through the admin client. Must not import the CLI, the renderer, the server 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from zkcoord.admin.client import AdminClient
-from zkcoord.admin.model import GroupOffsetsDescription
-from zkcoord.errors import GroupIdNotFoundError
+from zkcoord.admin.model import COORDINATOR
+from zkcoord.errors import CoordinatorNotAvailableError, GroupIdNotFoundError
 from zkcoord.lag.windows import PartitionObservation
 from zkcoord.model import TopicPartition
 
-Observation = dict[TopicPartition, PartitionObservation]
+
+@dataclass(frozen=True)
+class GroupObservation:
+    """One poll of a group's partitions, and whether a coordinator holds the group."""
+
+    partitions: dict[TopicPartition, PartitionObservation]
+    on_coordinator: bool
 
 
 def every_group(client: AdminClient) -> list[str]:
-    """Each group id once, whatever the places it is in."""
-    return sorted({listing.group_id for listing in client.list_consumer_groups()})
+    """Each group id once, whatever the places it is in; CoordinatorNotAvailableError when a node did not answer."""
+    overview = client.list_groups()
+    if overview.unreachable:
+        raise CoordinatorNotAvailableError("; ".join(overview.unreachable))
+    return sorted({listing.group_id for listing in overview.listings})
 
 
-def observe_groups(client: AdminClient, group_ids: Iterable[str]) -> dict[str, Observation | None]:
+def check_coordinator_groups(client: AdminClient, missing: Iterable[str]) -> None:
+    """CoordinatorNotAvailableError when groups seen on a coordinator before are ``missing`` now and no coordinator
+    node can be asked: the coordinators being down must not read as the groups being gone."""
+    missing = sorted(missing)
+    if missing and (absent := client.no_coordinator_node()) is not None:
+        raise CoordinatorNotAvailableError(f"{absent}; cannot read coordinator group(s) {', '.join(missing)}")
+
+
+def observe_groups(client: AdminClient, group_ids: Iterable[str]) -> dict[str, GroupObservation | None]:
     """Each group's observation; None for a group that exists nowhere."""
     return {group_id: observe_group(client, group_id) for group_id in group_ids}
 
 
-def observe_group(client: AdminClient, group_id: str) -> Observation | None:
+def observe_group(client: AdminClient, group_id: str) -> GroupObservation | None:
     try:
         described = client.describe_consumer_group_offsets([group_id])
     except GroupIdNotFoundError:
         return None
-    committed = _readers_committed(client, group_id, described)
+    if unreachable := [d.description.unreachable for d in described if d.description.unreachable]:
+        raise CoordinatorNotAvailableError(f"group {group_id}: {unreachable[0]}")
+    # One place, or several without a migration (a migrating group is one description of what its readers read):
+    # the coordinator's, listed first, is what a consumer reads.
+    rows = described[0].rows if described else ()
+    committed = {TopicPartition(r.topic, r.partition): r.current_offset for r in rows if r.current_offset is not None}
     ends: dict[TopicPartition, int] = {}
     owned: set[TopicPartition] = set()
     for result in described:
@@ -47,15 +70,7 @@ def observe_group(client: AdminClient, group_id: str) -> Observation | None:
                 ends[tp] = row.log_end_offset
             if row.consumer_id is not None:
                 owned.add(tp)
-    return {tp: PartitionObservation(offset, ends.get(tp), tp in owned) for tp, offset in sorted(committed.items())}
-
-
-def _readers_committed(
-    client: AdminClient, group_id: str, described: list[GroupOffsetsDescription]
-) -> dict[TopicPartition, int]:
-    phase = client._migration_phase(group_id) if len(described) > 1 else None
-    if phase is not None:
-        return client._effective_committed(group_id, phase)
-    # One place (or several without a migration: the coordinator's, listed first, is what a consumer reads).
-    rows = described[0].rows if described else ()
-    return {TopicPartition(r.topic, r.partition): r.current_offset for r in rows if r.current_offset is not None}
+    partitions = {
+        tp: PartitionObservation(offset, ends.get(tp), tp in owned) for tp, offset in sorted(committed.items())
+    }
+    return GroupObservation(partitions, any(d.description.kind == COORDINATOR for d in described))

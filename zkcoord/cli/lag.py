@@ -66,7 +66,7 @@ class Evaluation:
 
     def run(self) -> list[GroupLag]:
         """One observation of every group (or the ``--group`` ones) and their evaluation at the clock's time."""
-        from zkcoord.admin.lag_observer import every_group, observe_groups
+        from zkcoord.admin.lag_observer import check_coordinator_groups, every_group, observe_groups
 
         self.client.broker_offsets.retry()  # a broker that failed an evaluation is asked again in the next
         group_ids = self.groups or every_group(self.client)
@@ -74,8 +74,16 @@ class Evaluation:
         if (problem := self.client.broker_offsets.problem) is not None:
             raise BrokersUnreachable(f"{problem} (ZooKeeper {self.connect})")
         now_ms = CLOCK.now_ms()
+        remembered = self.windows.coordinator_groups(now_ms)
+        found = {group_id for group_id, observation in observed.items() if observation is not None}
+        check_coordinator_groups(self.client, (remembered & set(self.groups) if self.groups else remembered) - found)
+        if not self.groups:
+            self.windows.retain(group_ids)  # every group was listed: the others are gone
         for group_id, observation in observed.items():
-            self.windows.observe(group_id, observation, now_ms)
+            if observation is None:
+                self.windows.observe(group_id, None, now_ms)
+            else:
+                self.windows.observe(group_id, observation.partitions, now_ms, observation.on_coordinator)
         return [self.windows.evaluate(group_id, now_ms) for group_id in group_ids]
 
 

@@ -7,10 +7,10 @@ last one, or when a live member owns the partition (a live member commits: docs/
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from zkcoord.lag.evaluator import Commit, GroupLag, PartitionWindow, WindowConfig, evaluate_group
+from zkcoord.lag.evaluator import Commit, GroupLag, GroupStatus, PartitionWindow, WindowConfig, evaluate_group
 from zkcoord.model import TopicPartition
 
 STATE_VERSION = 1
@@ -33,12 +33,24 @@ class LagWindows:
     def __init__(self, config: WindowConfig = BURROW_DEFAULTS):
         self.config = config
         self._groups: dict[str, dict[TopicPartition, PartitionWindow]] = {}
+        self._on_coordinator: set[str] = set()  # groups last seen on a coordinator: missing, they may be unreachable
 
-    def observe(self, group_id: str, observed: Mapping[TopicPartition, PartitionObservation] | None, now_ms: int):
-        """Add one poll of ``group_id``; None: the group exists nowhere now, and its windows are dropped."""
+    def observe(
+        self,
+        group_id: str,
+        observed: Mapping[TopicPartition, PartitionObservation] | None,
+        now_ms: int,
+        on_coordinator: bool = False,
+    ):
+        """Add one poll of ``group_id`` (``on_coordinator``: a coordinator holds it); None: the group exists nowhere
+        now, and its windows are dropped."""
         if observed is None:
-            self._groups.pop(group_id, None)
+            self.retain(set(self._groups) - {group_id})
             return
+        if on_coordinator:
+            self._on_coordinator.add(group_id)
+        else:
+            self._on_coordinator.discard(group_id)
         before = self._groups.get(group_id, {})
         windows = {}
         for tp, seen in observed.items():
@@ -50,6 +62,16 @@ class LagWindows:
                 window = window.with_commit(seen.committed, now_ms, self.config)
             windows[tp] = window
         self._groups[group_id] = windows
+
+    def retain(self, group_ids: Iterable[str]) -> None:
+        """Forget every group but ``group_ids``: a group deleted and created again starts a new window."""
+        kept = set(group_ids)
+        self._groups = {g: windows for g, windows in self._groups.items() if g in kept}
+        self._on_coordinator &= kept
+
+    def coordinator_groups(self, now_ms: int) -> set[str]:
+        """The groups last seen on a coordinator that have not expired (Burrow would still know them)."""
+        return {g for g in self._on_coordinator if self.evaluate(g, now_ms).status != GroupStatus.NOTFOUND}
 
     def evaluate(self, group_id: str, now_ms: int) -> GroupLag:
         return evaluate_group(group_id, self._groups.get(group_id), now_ms, self.config)
@@ -69,6 +91,7 @@ class LagWindows:
                 ]
                 for group_id, windows in sorted(self._groups.items())
             },
+            "coordinator_groups": sorted(self._on_coordinator),
         }
 
     @classmethod
@@ -86,6 +109,7 @@ class LagWindows:
                     )
                     for p in partitions
                 }
+            windows._on_coordinator = {str(g) for g in document.get("coordinator_groups", ())} & set(windows._groups)
         except (KeyError, TypeError, ValueError, AttributeError) as error:
             raise ValueError(f"not a lag state: {error!r}") from None
         return windows
