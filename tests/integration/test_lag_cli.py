@@ -7,11 +7,16 @@ codes (docs/lag.md)."""
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import re
 import signal
 import subprocess
 import sys
+import threading
+import time
+import urllib.error
 import urllib.request
 import uuid
 
@@ -21,7 +26,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from test_admin import commit, form_group
 
 from zkcoord.cli import lag as lag_cli
-from zkcoord.cli import main
+from zkcoord.cli import lag_serve, main
 from zkcoord.clock import ManualClock
 from zkcoord.migration import store
 from zkcoord.migration.phases import MigrationState, Phase
@@ -358,3 +363,61 @@ def test_serve_answers_burrow_json_and_kafka_exporter_metrics(kafka, zk, topic):
             process.kill()
     assert process.returncode == 130
     assert err.strip() == "interrupted; nothing was changed (zkcoord lag only reads)"
+
+
+def test_serve_keeps_evaluating_after_any_failure_and_is_not_ready_once_its_numbers_are_stale(capsys):
+    failing = threading.Event()
+
+    class FailingEvaluation:
+        """Fails with a surprise on its first run, then succeeds until ``failing`` is set."""
+
+        def __init__(self):
+            self.calls = 0
+
+        def run(self):
+            self.calls += 1
+            if self.calls == 1 or failing.is_set():
+                raise KeyError("a surprise")
+            return []
+
+    evaluation = FailingEvaluation()
+    args = argparse.Namespace(cluster="local", host=HOST, port=free_port(HOST), interval=0.05, timeout=0)
+    base = f"http://{HOST}:{args.port}"
+    default_handler = signal.getsignal(signal.SIGTERM)
+    seen = {}
+
+    def probe() -> None:
+        try:
+            wait_until(lambda: evaluation.calls >= 3, timeout=10, what="evaluations after the failure")
+            with urllib.request.urlopen(f"{base}/metrics", timeout=5) as answer:
+                families = text_string_to_metric_families(answer.read().decode())
+                seen["metrics"] = {s.name: s.value for f in families for s in f.samples if "zkcoord_lag_" in s.name}
+            with urllib.request.urlopen(f"{base}/readyz", timeout=5) as answer:
+                seen["ready"] = answer.status
+            failing.set()
+            wait_until(lambda: not_ready(f"{base}/readyz"), timeout=10, what="/readyz to say the numbers are stale")
+            seen["stale"] = True
+        finally:
+            if signal.getsignal(signal.SIGTERM) is not default_handler:  # serve's: never kill the test run
+                os.kill(os.getpid(), signal.SIGTERM)
+
+    started = time.time()
+    prober = threading.Thread(target=probe)
+    prober.start()
+    try:
+        assert lag_serve.serve(evaluation, [], args) == 0
+    finally:
+        prober.join(timeout=30)
+    assert signal.getsignal(signal.SIGTERM) is default_handler
+    assert seen["metrics"]["zkcoord_lag_evaluation_failures_total"] == 1
+    assert seen["metrics"]["zkcoord_lag_last_success_timestamp_seconds"] >= started
+    assert (seen["ready"], seen["stale"]) == (200, True)
+    assert "KeyError: 'a surprise'" in capsys.readouterr().err
+
+
+def not_ready(url: str) -> bool:
+    try:
+        urllib.request.urlopen(url, timeout=5).close()
+    except urllib.error.HTTPError as error:
+        return error.code == 503
+    return False

@@ -13,8 +13,11 @@ import re
 import signal
 import sys
 import threading
+import time
+import traceback
 
 from kazoo.exceptions import KazooException
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from zkcoord.cli.common import EXIT_OK
 from zkcoord.errors import ZkcoordError
@@ -60,16 +63,42 @@ def _error(message: str) -> dict:
     return {"error": True, "message": message}
 
 
+STALE_INTERVALS = 3  # /readyz fails when the last good evaluation is older than this many intervals (and a timeout)
+
+
+class EvaluationHealth:
+    """How the evaluation thread is doing: when it last succeeded, how often it failed, whether it runs."""
+
+    def __init__(self, interval_s: float, timeout_s: float, thread: threading.Thread):
+        self.last_success = time.time()  # the first evaluation, before serving
+        self.failures = 0
+        self._stale_after = STALE_INTERVALS * interval_s + timeout_s
+        self._thread = thread
+
+    def collect(self):
+        yield GaugeMetricFamily(
+            "zkcoord_lag_last_success_timestamp_seconds",
+            "When the last evaluation succeeded (Unix time); the series keep its values while evaluations fail",
+            value=self.last_success,
+        )
+        yield CounterMetricFamily(
+            "zkcoord_lag_evaluation_failures", "Evaluations that failed since the start", value=self.failures
+        )
+
+    def readiness(self) -> dict:
+        age = time.time() - self.last_success
+        alive = self._thread.is_alive()
+        return {"ready": alive and age <= self._stale_after, "evaluating": alive, "last_success_age_s": round(age, 3)}
+
+
 def serve(evaluation, first: list[GroupLag], args: argparse.Namespace) -> int:
-    """Serve until Ctrl-C or SIGTERM; each evaluation's failure is one line on stderr, the last good one stays."""
+    """Serve until Ctrl-C or SIGTERM; each evaluation's failure is logged, the last good one stays."""
     import gevent
     from prometheus_client import CollectorRegistry
 
     from zkcoord.metrics_http import serve_metrics
 
     latest = LatestEvaluation(args.cluster, first)
-    registry = CollectorRegistry()
-    registry.register(_Delegate(lambda: latest))
     stop = threading.Event()
 
     def evaluate_forever() -> None:
@@ -77,14 +106,28 @@ def serve(evaluation, first: list[GroupLag], args: argparse.Namespace) -> int:
         while not stop.wait(args.interval):
             try:
                 latest = LatestEvaluation(args.cluster, evaluation.run())
+                health.last_success = time.time()
             except (ZkcoordError, KazooException, OSError) as error:
+                health.failures += 1
                 print(f"warning: evaluation failed, serving the previous one: {error}", file=sys.stderr, flush=True)
+            except Exception:  # a bug or a client library's surprise must not stop the evaluations for good
+                health.failures += 1
+                print("warning: evaluation failed, serving the previous one:", file=sys.stderr)
+                traceback.print_exc(file=sys.stderr)
+                sys.stderr.flush()
 
-    server = serve_metrics(registry, args.host, args.port, documents=lambda path: latest.document(path))
-    interrupted = []
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda number, _: (interrupted.append(number), stop.set()))
     evaluator = threading.Thread(target=evaluate_forever, name="lag-evaluation", daemon=True)
+    health = EvaluationHealth(args.interval, args.timeout / 1000.0, evaluator)
+    registry = CollectorRegistry()
+    registry.register(_Delegate(lambda: latest))
+    registry.register(health)
+    server = serve_metrics(
+        registry, args.host, args.port, readiness=health.readiness, documents=lambda path: latest.document(path)
+    )
+    interrupted = []
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    for signum in previous:
+        signal.signal(signum, lambda number, _: (interrupted.append(number), stop.set()))
     evaluator.start()
     print(f"serving consumer lag on http://{args.host}:{server.server_port}/metrics", flush=True)
     try:
@@ -94,6 +137,8 @@ def serve(evaluation, first: list[GroupLag], args: argparse.Namespace) -> int:
         server.stop()
         stop.set()
         evaluator.join(timeout=args.timeout / 1000.0 + args.interval)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     if signal.SIGINT in interrupted:
         raise KeyboardInterrupt
     return EXIT_OK
