@@ -313,6 +313,7 @@ def test_serve_answers_burrow_json_and_kafka_exporter_metrics(kafka, zk, topic):
     lagging.commit(4)
     port = free_port(HOST)
     command = [sys.executable, "-m", "zkcoord.cli", "lag", "serve", "--port", str(port), "--interval", "0.2"]
+    command += ["--commit-interval-ms", "0"]  # a live member commits at every evaluation
     command += ["--zookeeper", kafka.zk_connect, "--root", ROOT, "--group", lagging.name, "--cluster", "local"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -328,7 +329,7 @@ def test_serve_answers_burrow_json_and_kafka_exporter_metrics(kafka, zk, topic):
             partition = families["zkcoord_consumergroup_partition_status"].samples
             return families if any(s.labels["status"] == "STALL" and s.value == 1 for s in partition) else None
 
-        # Polls owned by a live member are commits: after two evaluations the partition is STALL.
+        # Every poll of an owned partition is a commit here: after two evaluations the partition is STALL.
         families = wait_until(stalled, timeout=30, what="the partition to be STALL")
         labels = {"consumergroup": lagging.name, "topic": topic, "partition": "0"}
         samples = {

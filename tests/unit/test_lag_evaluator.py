@@ -163,6 +163,31 @@ def test_a_poll_is_a_commit_when_the_offset_moved_or_a_live_member_owns_the_part
     assert windows.evaluate("g", 5 * MINUTE).status == GroupStatus.NOTFOUND
 
 
+@pytest.mark.parametrize(("watch_s", "first_commit_s"), [(30, 45), (5, 1)])
+def test_observations_between_the_commits_of_a_healthy_member_add_none(watch_s, first_commit_s):
+    """A member catching up (150 records/s consumed, 100 produced) that commits every minute, watched more often:
+    once its window holds two commits a minute apart (before, one commit is STOP as in Burrow), it is OK."""
+    windows = LagWindows()
+    statuses = set()
+    for now_s in range(0, 4 * 60, watch_s):
+        committed_at = first_commit_s + (now_s - first_commit_s) // 60 * 60 if now_s >= first_commit_s else 0
+        windows.observe(
+            "g", {TP: PartitionObservation(1000 + 150 * committed_at, 100_000 + 100 * now_s, True)}, now_s * 1000
+        )
+        if now_s >= 2 * 60:
+            statuses.add(windows.evaluate("g", now_s * 1000).partitions[0].status)
+    assert statuses == {PartitionStatus.OK}
+
+
+def test_a_live_member_that_does_not_move_commits_once_per_commit_interval():
+    windows = LagWindows(WindowConfig(commit_interval_ms=MINUTE))
+    for second in range(0, 121, 20):
+        windows.observe("g", {TP: PartitionObservation(10, 50, True)}, second * 1000)
+    lag = windows.evaluate("g", 120_000)
+    assert [c.timestamp_ms for c in windows._groups["g"][TP].commits] == [0, MINUTE, 2 * MINUTE]
+    assert lag.partitions[0].status == PartitionStatus.STALL
+
+
 def test_groups_no_longer_listed_are_forgotten_and_one_created_again_starts_anew():
     windows = LagWindows()
     windows.observe("g", {TP: PartitionObservation(5000, 5000, True)}, 0, on_coordinator=True)

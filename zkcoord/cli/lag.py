@@ -159,10 +159,12 @@ def _window_config(args: argparse.Namespace) -> WindowConfig:
             min_distance_ms=int(args.min_distance * 1000),
             expire_group_ms=int(args.expire_group * 1000),
             allowed_lag=args.allowed_lag,
+            commit_interval_ms=args.commit_interval_ms,
         )
     except ValueError:
         raise UsageError(
-            "--intervals and --expire-group must be positive, --min-distance and --allowed-lag not negative"
+            "--intervals and --expire-group must be positive, "
+            "--min-distance, --allowed-lag and --commit-interval-ms not negative"
         ) from None
 
 
@@ -227,6 +229,13 @@ def _options(parser: argparse.ArgumentParser, top: bool) -> None:
     )
     parser.add_argument(
         "--allowed-lag", type=int, metavar="N", default=default(0), help="lag up to this counts as none (0)"
+    )
+    parser.add_argument(
+        "--commit-interval-ms",
+        type=int,
+        metavar="MS",
+        default=default(60000),
+        help="a live member whose offset did not move counts as committing this often (60000: 0.8.2's default)",
     )
     command_config_option(parser, default(None))
 

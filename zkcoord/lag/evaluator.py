@@ -37,15 +37,23 @@ class WindowConfig:
     """Burrow's storage and evaluator settings, with its defaults: ``intervals`` commits kept per partition (and as
     many log-end offsets), a commit closer than ``min_distance_ms`` to the previous one replaces it, a group whose
     newest commit is older than ``expire_group_ms`` is NOTFOUND (Burrow purges the whole group; a live group's
-    windows never lose a commit to age), lag up to ``allowed_lag`` is none."""
+    windows never lose a commit to age), lag up to ``allowed_lag`` is none. zkcoord's own: a live member whose
+    offset did not move is taken to commit every ``commit_interval_ms`` (0.8.2's ``auto.commit.interval.ms``)."""
 
     intervals: int = 10
     min_distance_ms: int = 0
     expire_group_ms: int = 604_800_000
     allowed_lag: int = 0
+    commit_interval_ms: int = 60_000
 
     def __post_init__(self):
-        if self.intervals < 1 or self.min_distance_ms < 0 or self.expire_group_ms < 1 or self.allowed_lag < 0:
+        if (
+            self.intervals < 1
+            or self.min_distance_ms < 0
+            or self.expire_group_ms < 1
+            or self.allowed_lag < 0
+            or self.commit_interval_ms < 0
+        ):
             raise ValueError(f"invalid lag window settings: {self}")
 
 

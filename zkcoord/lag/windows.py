@@ -1,8 +1,8 @@
 """The windows of every watched group, built from periodic observations of committed offsets and log ends.
 
 Kafka's OffsetFetch says what is committed, not when, so a poll counts as a commit when the offset moved since the
-last one, or when a live member owns the partition (a live member commits: docs/lag.md). Pure: the caller passes
-``now_ms``; the windows go to and come from JSON (``zkcoord lag --state-file``).
+last one, or when a live member owns the partition and a commit interval passed since the last (docs/lag.md).
+Pure: the caller passes ``now_ms``; the windows go to and come from JSON (``zkcoord lag --state-file``).
 """
 
 from __future__ import annotations
@@ -57,11 +57,17 @@ class LagWindows:
             window = before.get(tp, PartitionWindow())
             if seen.log_end is not None:
                 window = window.with_log_end(seen.log_end, self.config)
-            moved = not window.commits or window.commits[-1].offset != seen.committed
-            if moved or seen.owned:
+            if self._committed_since(window, seen, now_ms):
                 window = window.with_commit(seen.committed, now_ms, self.config)
             windows[tp] = window
         self._groups[group_id] = windows
+
+    def _committed_since(self, window: PartitionWindow, seen: PartitionObservation, now_ms: int) -> bool:
+        """Whether the group committed since the window's last commit: its offset moved, or a live member owns the
+        partition and a commit interval passed (it commits on that interval whether or not the offset moved)."""
+        if not window.commits or window.commits[-1].offset != seen.committed:
+            return True
+        return seen.owned and now_ms - window.commits[-1].timestamp_ms >= self.config.commit_interval_ms
 
     def retain(self, group_ids: Iterable[str]) -> None:
         """Forget every group but ``group_ids``: a group deleted and created again starts a new window."""
