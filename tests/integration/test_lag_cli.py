@@ -253,6 +253,14 @@ def test_watch_builds_the_window_across_iterations(capsys, kafka, zk, clock, top
     assert (code, err) == (2, "error: --iterations takes a number of at least 1, with --watch\n")
 
 
+@pytest.mark.parametrize("interval", [["--watch", "-1"], ["--watch", "0"], ["serve", "--port", "1", "--interval", "0"]])
+def test_an_interval_that_is_not_positive_is_a_usage_error(capsys, interval):
+    with pytest.raises(SystemExit) as exit_:
+        main(["lag", "--zookeeper", "127.0.0.1:1", *interval])
+    assert exit_.value.code == 2
+    assert "is not a positive number of seconds" in capsys.readouterr().err
+
+
 def test_unreachable_brokers_are_a_connection_error(capsys, kafka, zk_connect):
     # A chroot where brokers are registered that do not answer.
     dead = KazooClient(hosts=zk_connect)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from collections.abc import Callable
@@ -199,6 +200,17 @@ def cmd_lag_serve(args: argparse.Namespace) -> int:
     return _guarded(args, first_then_serve)
 
 
+def _positive_seconds(text: str) -> float:
+    """An interval to sleep between evaluations: 0 would poll in a tight loop, a negative one cannot be slept."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number of seconds")
+    return seconds
+
+
 def _options(parser: argparse.ArgumentParser, top: bool) -> None:
     """The options of ``lag`` and ``lag serve``, before or after ``serve``."""
 
@@ -246,7 +258,12 @@ def register(commands) -> None:
     _options(lag, top=True)
     lag.add_argument("--json", action="store_true", help="print JSON (Burrow's group status, per group)")
     lag.add_argument(
-        "--watch", nargs="?", type=float, const=30.0, metavar="SECONDS", help="re-evaluate every SECONDS (30)"
+        "--watch",
+        nargs="?",
+        type=_positive_seconds,
+        const=30.0,
+        metavar="SECONDS",
+        help="re-evaluate every SECONDS (30)",
     )
     lag.add_argument("--iterations", type=int, metavar="N", help="with --watch: stop after N evaluations")
     lag.add_argument(
@@ -258,5 +275,7 @@ def register(commands) -> None:
     _options(serve, top=False)
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
     serve.add_argument("--port", type=int, required=True)
-    serve.add_argument("--interval", type=float, metavar="S", default=30.0, help="re-evaluate every S seconds (30)")
+    serve.add_argument(
+        "--interval", type=_positive_seconds, metavar="S", default=30.0, help="re-evaluate every S seconds (30)"
+    )
     serve.set_defaults(func=cmd_lag_serve)
