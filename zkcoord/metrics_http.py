@@ -30,7 +30,8 @@ def serve_metrics(
     metrics = make_wsgi_app(registry)
 
     def app(environ, start_response):
-        path = environ.get("PATH_INFO", "")
+        # WSGI hands the percent-decoded path over as latin-1 characters: its bytes are the URL's UTF-8.
+        path = environ.get("PATH_INFO", "").encode("latin-1").decode("utf-8", "replace")
         if path in ("/healthz", "/readyz"):
             state = readiness() if path == "/readyz" and readiness is not None else {"ready": True}
             answer = (200, state) if state.get("ready") else (503, state)

@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 
@@ -430,3 +431,43 @@ def not_ready(url: str) -> bool:
     except urllib.error.HTTPError as error:
         return error.code == 503
     return False
+
+
+def test_serve_reads_group_ids_as_utf8_with_slashes_and_answers_404_for_other_paths():
+    import gevent
+    from prometheus_client import CollectorRegistry
+
+    from zkcoord.lag import LagWindows, PartitionObservation
+    from zkcoord.metrics_http import serve_metrics
+    from zkcoord.model import TopicPartition
+
+    groups = ("grüppe", "team/orders", "a/status")
+    windows = LagWindows()
+    for group in groups:
+        windows.observe(group, {TopicPartition("t", 0): PartitionObservation(1, 1, True)}, 0)
+    latest = lag_serve.LatestEvaluation("local", [windows.evaluate(group, 0) for group in groups])
+    server = serve_metrics(CollectorRegistry(), HOST, 0, documents=latest.document)
+    base = f"http://{HOST}:{server.server_port}"
+
+    def get(path: str) -> tuple[int, str | None]:
+        try:
+            with urllib.request.urlopen(base + path, timeout=5) as answer:
+                return answer.status, json.load(answer)["status"]["group"]
+        except urllib.error.HTTPError as error:
+            return error.code, None
+
+    def ask_all() -> dict[str, tuple[int, str | None]]:
+        paths = [f"/v3/kafka/local/consumer/{urllib.parse.quote(group, safe='')}/status" for group in groups]
+        return {path: get(path) for path in [*paths, "/v3/kafka/local/consumers", "/favicon.ico"]}
+
+    try:
+        answers = gevent.get_hub().threadpool.spawn(ask_all).get(timeout=30)
+    finally:
+        server.stop()
+    assert list(answers.values()) == [
+        (200, "grüppe"),
+        (200, "team/orders"),
+        (200, "a/status"),
+        (404, None),
+        (404, None),
+    ]

@@ -23,7 +23,8 @@ from zkcoord.cli.common import EXIT_OK
 from zkcoord.errors import ZkcoordError
 from zkcoord.lag import GroupLag, GroupStatus, report
 
-_GROUP_PATH = re.compile(r"^/v3/kafka/(?P<cluster>[^/]+)/consumer/(?P<group>[^/]+)/(?P<view>status|lag)$")
+# A group id may hold "/" (sent as %2F, which WSGI decodes): the group is all between "consumer/" and the view.
+_GROUP_PATH = re.compile(r"^/v3/kafka/(?P<cluster>[^/]+)/consumer/(?P<group>.+)/(?P<view>status|lag)$")
 _LIST_PATH = re.compile(r"^/v3/kafka/(?P<cluster>[^/]+)/consumer/?$")
 
 
@@ -38,15 +39,15 @@ class LatestEvaluation:
         """The prometheus_client collector protocol: the metric families of the newest evaluation."""
         return report.metric_families(list(self.lags.values()))
 
-    def document(self, path: str) -> tuple[int, object] | None:
-        """Burrow's answer for ``path``; None for a path that is not Burrow's (the metrics)."""
+    def document(self, path: str) -> tuple[int, object]:
+        """Burrow's answer for ``path``; 404 for a path that is not Burrow's (nor /metrics, /healthz, /readyz)."""
         lags = self.lags
         if (match := _LIST_PATH.match(path)) is not None:
             if match["cluster"] != self.cluster:
                 return 404, _error(f"cluster {match['cluster']} not found")
             return 200, {"error": False, "message": "consumer list returned", "consumers": sorted(lags)}
         if (match := _GROUP_PATH.match(path)) is None:
-            return None
+            return 404, _error(f"no such path: {path}")
         if match["cluster"] != self.cluster:
             return 404, _error(f"cluster {match['cluster']} not found")
         lag = lags.get(match["group"]) or GroupLag(match["group"], GroupStatus.NOTFOUND, ())
