@@ -188,6 +188,16 @@ def test_a_live_member_that_does_not_move_commits_once_per_commit_interval():
     assert lag.partitions[0].status == PartitionStatus.STALL
 
 
+def test_a_store_that_says_when_it_was_written_decides_what_is_a_commit():
+    windows = LagWindows(WindowConfig(commit_interval_ms=MINUTE))
+    for minute, write_id in enumerate([7, 7, 7, 8]):  # a live owner that wrote its unchanged offset once more
+        windows.observe("g", {TP: PartitionObservation(10, 50, True, write_id)}, minute * MINUTE)
+    assert [c.timestamp_ms for c in windows._groups["g"][TP].commits] == [0, 3 * MINUTE]
+    again = LagWindows.from_json(windows.to_json(), windows.config)
+    again.observe("g", {TP: PartitionObservation(10, 50, True, 8)}, 9 * MINUTE)
+    assert again.evaluate("g", 9 * MINUTE).partitions[0].status == PartitionStatus.STOP
+
+
 def test_groups_no_longer_listed_are_forgotten_and_one_created_again_starts_anew():
     windows = LagWindows()
     windows.observe("g", {TP: PartitionObservation(5000, 5000, True)}, 0, on_coordinator=True)

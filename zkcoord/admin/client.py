@@ -390,6 +390,11 @@ class AdminClient:
             bridged.update(zk.get_children(layout.bridge_groups_path(self.root)))
         return phases, bridged
 
+    def legacy_offset_writes(self, group_id: str) -> dict[TopicPartition, int]:
+        """ZooKeeper's id of the last write of each of the group's legacy offsets: it moves with every commit a
+        0.8.2 consumer makes, and only then (it writes only offsets that changed)."""
+        return self._legacy().offset_writes(group_id)
+
     def no_coordinator_node(self) -> str | None:
         """Why no coordinator node can be asked: none is given and none is registered (None: one is)."""
         return None if self._has_coordinators() else self._no_node_registered()

@@ -13,9 +13,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from zkcoord.admin.client import AdminClient
+from zkcoord.admin.migrating import READS_FROM
 from zkcoord.admin.model import COORDINATOR
 from zkcoord.errors import CoordinatorNotAvailableError, GroupIdNotFoundError
 from zkcoord.lag.windows import PartitionObservation
+from zkcoord.migration.phases import ZK
 from zkcoord.model import TopicPartition
 
 
@@ -57,7 +59,8 @@ def observe_group(client: AdminClient, group_id: str) -> GroupObservation | None
         raise CoordinatorNotAvailableError(f"group {group_id}: {unreachable[0]}")
     # One place, or several without a migration (a migrating group is one description of what its readers read):
     # the coordinator's, listed first, is what a consumer reads.
-    rows = described[0].rows if described else ()
+    read, rows = described[0].description, described[0].rows
+    writes = client.legacy_offset_writes(group_id) if read.reads_from == READS_FROM[ZK] else {}
     committed = {TopicPartition(r.topic, r.partition): r.current_offset for r in rows if r.current_offset is not None}
     ends: dict[TopicPartition, int] = {}
     owned: set[TopicPartition] = set()
@@ -71,6 +74,7 @@ def observe_group(client: AdminClient, group_id: str) -> GroupObservation | None
             if row.consumer_id is not None:
                 owned.add(tp)
     partitions = {
-        tp: PartitionObservation(offset, ends.get(tp), tp in owned) for tp, offset in sorted(committed.items())
+        tp: PartitionObservation(offset, ends.get(tp), tp in owned, writes.get(tp))
+        for tp, offset in sorted(committed.items())
     }
     return GroupObservation(partitions, any(d.description.kind == COORDINATOR for d in described))

@@ -108,6 +108,10 @@ class LegacyGroups:
                 log.warning("skipping an unreadable offset group=%s topic=%s partition=%d", group_id, topic, partition)
         return offsets
 
+    def offset_writes(self, group_id: str) -> dict[TopicPartition, int]:
+        """ZooKeeper's id of the last write of each offset (a new id is a new commit, even of the same offset)."""
+        return {TopicPartition(*tp): mzxid for tp, mzxid in zk_admin.offset_writes(self.zookeeper(), group_id).items()}
+
     def write_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
         """Write each offset znode (as ImportZkOffsets); the caller checks the partitions exist."""
         entries = [(layout.offset_path(group_id, tp.topic, tp.partition), offset) for tp, offset in offsets.items()]

@@ -69,10 +69,12 @@ class Commit:
 
 @dataclass(frozen=True)
 class PartitionWindow:
-    """The newest ``intervals`` commits of one partition, oldest first, and its newest log-end offsets."""
+    """The newest ``intervals`` commits of one partition, oldest first, its newest log-end offsets, and the store's
+    id of the last write seen of its offset (None: the store has none)."""
 
     commits: tuple[Commit, ...] = ()
     log_ends: tuple[int, ...] = ()
+    write_id: int | None = None
 
     def with_log_end(self, end: int, config: WindowConfig) -> PartitionWindow:
         return replace(self, log_ends=(*self.log_ends, end)[-config.intervals :])

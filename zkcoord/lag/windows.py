@@ -8,7 +8,7 @@ Pure: the caller passes ``now_ms``; the windows go to and come from JSON (``zkco
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from zkcoord.lag.evaluator import Commit, GroupLag, GroupStatus, PartitionWindow, WindowConfig, evaluate_group
 from zkcoord.model import TopicPartition
@@ -20,11 +20,13 @@ BURROW_DEFAULTS = WindowConfig()
 @dataclass(frozen=True)
 class PartitionObservation:
     """One poll of one partition: the offset the group's readers would start from, the log end (None: unknown),
-    and whether a live member owns the partition."""
+    whether a live member owns the partition, and an id of the store's last write of that offset when the store
+    has one (a legacy znode's mzxid: each commit, and only a commit, changes it; None: unknown)."""
 
     committed: int
     log_end: int | None
     owned: bool
+    write_id: int | None = None
 
 
 class LagWindows:
@@ -59,6 +61,7 @@ class LagWindows:
                 window = window.with_log_end(seen.log_end, self.config)
             if self._committed_since(window, seen, now_ms):
                 window = window.with_commit(seen.committed, now_ms, self.config)
+            window = replace(window, write_id=seen.write_id)
             windows[tp] = window
         self._groups[group_id] = windows
 
@@ -67,6 +70,8 @@ class LagWindows:
         partition and a commit interval passed (it commits on that interval whether or not the offset moved)."""
         if not window.commits or window.commits[-1].offset != seen.committed:
             return True
+        if seen.write_id is not None and window.write_id is not None:
+            return seen.write_id != window.write_id  # the store says whether a commit happened
         return seen.owned and now_ms - window.commits[-1].timestamp_ms >= self.config.commit_interval_ms
 
     def retain(self, group_ids: Iterable[str]) -> None:
@@ -92,6 +97,7 @@ class LagWindows:
                         "partition": tp.partition,
                         "commits": [[c.offset, c.lag, c.timestamp_ms] for c in window.commits],
                         "log_ends": list(window.log_ends),
+                        "write_id": window.write_id,
                     }
                     for tp, window in sorted(windows.items())
                 ]
@@ -112,6 +118,7 @@ class LagWindows:
                     TopicPartition(p["topic"], int(p["partition"])): PartitionWindow(
                         tuple(Commit(int(o), int(lag), int(t)) for o, lag, t in p["commits"])[-config.intervals :],
                         tuple(int(end) for end in p["log_ends"])[-config.intervals :],
+                        None if p.get("write_id") is None else int(p["write_id"]),
                     )
                     for p in partitions
                 }

@@ -247,6 +247,17 @@ def read_offsets(client: KazooClient, group: str) -> Iterable[tuple[str, int, in
                     yield topic, int(partition), (data or b"").decode("utf-8", "replace")
 
 
+def offset_writes(client: KazooClient, group: str) -> dict[tuple[str, int], int]:
+    """``{(topic, partition): mzxid}`` of the offsets under ``/consumers/<g>/offsets``: ZooKeeper's id of each
+    znode's last write, which changes with every write, also of the same offset."""
+    writes = {}
+    for topic in sorted(_children(client, layout.offsets_path(group))):
+        for partition in _children(client, layout.offsets_path(group, topic)):
+            if partition.isdigit() and (stat := client.exists(layout.offset_path(group, topic, int(partition)))):
+                writes[(topic, int(partition))] = stat.mzxid
+    return writes
+
+
 def export_offsets(client: KazooClient, groups: Iterable[str] | None = None) -> list[str]:
     """ExportZkOffsets lines ``<znode>:<offset>`` for the given groups (all when None)."""
     lines = []
