@@ -235,6 +235,15 @@ def test_one_observation_says_what_it_cannot_tell_and_unknown_groups_are_notfoun
     assert "one observation shows no trend" in err
 
 
+def test_a_group_that_never_committed_is_shown_but_not_counted_in_the_exit_code(capsys, kafka, zk, topic):
+    registered = LegacyGroup(zk, f"uncommitted-{topic}", topic, owned=True)
+    code, out, _ = lag(capsys, kafka, "--group", registered.name)
+    assert (code, out.strip()) == (
+        0,
+        f"Group {registered.name}: NOTFOUND (it exists but has committed no offset; not counted in the exit code)",
+    )
+
+
 def test_watch_builds_the_window_across_iterations(capsys, kafka, zk, clock, topic, monkeypatch):
     stuck = LegacyGroup(zk, f"watched-{topic}", topic, owned=True)
     kafka.produce(topic, [b"r"] * 5, partition=0)

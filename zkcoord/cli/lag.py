@@ -134,8 +134,9 @@ def _evaluate_repeatedly(evaluation: Evaluation, args: argparse.Namespace) -> in
 
 
 def exit_code(lags: list[GroupLag]) -> int:
-    """0 when every group is OK, 1 when one is WARN, ERR or NOTFOUND."""
-    return EXIT_OK if all(lag.status == GroupStatus.OK for lag in lags) else EXIT_PROBLEM
+    """0 when every group is OK, 1 when one is WARN, ERR or NOTFOUND (but for one that has committed nothing yet:
+    a group under /consumers whose consumers never committed has no lag to tell)."""
+    return EXIT_OK if all(lag.status == GroupStatus.OK or lag.uncommitted for lag in lags) else EXIT_PROBLEM
 
 
 def _print(lags: list[GroupLag], args: argparse.Namespace) -> None:

@@ -113,11 +113,13 @@ class PartitionLag:
 
 @dataclass(frozen=True)
 class GroupLag:
-    """A group's evaluation: Burrow's ``ConsumerGroupStatus``."""
+    """A group's evaluation: Burrow's ``ConsumerGroupStatus``; ``uncommitted``: the group exists but has committed
+    no offset (NOTFOUND to Burrow, which knows groups by their commits)."""
 
     group_id: str
     status: GroupStatus
     partitions: tuple[PartitionLag, ...]
+    uncommitted: bool = False
 
     @property
     def total_lag(self) -> int:

@@ -33,6 +33,8 @@ def table_rows(lag: GroupLag) -> list[tuple]:
 
 def status_line(lag: GroupLag) -> str:
     """The group's status, its total lag and its most lagging partition."""
+    if lag.uncommitted:
+        return f"Group {lag.group_id}: NOTFOUND (it exists but has committed no offset; not counted in the exit code)"
     if lag.status == GroupStatus.NOTFOUND:
         return f"Group {lag.group_id}: NOTFOUND (no committed offsets in ZooKeeper or on a coordinator)"
     worst = lag.max_lag

@@ -85,7 +85,9 @@ class LagWindows:
         return {g for g in self._on_coordinator if self.evaluate(g, now_ms).status != GroupStatus.NOTFOUND}
 
     def evaluate(self, group_id: str, now_ms: int) -> GroupLag:
-        return evaluate_group(group_id, self._groups.get(group_id), now_ms, self.config)
+        windows = self._groups.get(group_id)
+        lag = evaluate_group(group_id, windows, now_ms, self.config)
+        return replace(lag, uncommitted=True) if windows == {} else lag
 
     def to_json(self) -> dict:
         return {
