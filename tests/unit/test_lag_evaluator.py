@@ -198,6 +198,17 @@ def test_a_store_that_says_when_it_was_written_decides_what_is_a_commit():
     assert again.evaluate("g", 9 * MINUTE).partitions[0].status == PartitionStatus.STOP
 
 
+def test_a_commit_seen_without_a_log_end_is_dropped_and_its_lag_unknown():
+    windows = LagWindows()
+    windows.observe("g", {TP: PartitionObservation(10, 50, True)}, 0)
+    windows.observe("g", {TP: PartitionObservation(20, None, True)}, MINUTE)
+    lag = windows.evaluate("g", MINUTE)
+    assert (lag.partitions[0].end, lag.partitions[0].log_end) == (Commit(10, 40, 0), None)
+    assert report.table_rows(lag) == [("g", "orders", 0, 10, "-", "-", "STOP")]
+    windows.observe("g", {TP: PartitionObservation(20, 60, True)}, 2 * MINUTE)
+    assert windows.evaluate("g", 2 * MINUTE).partitions[0].end == Commit(20, 40, 2 * MINUTE)
+
+
 def test_groups_no_longer_listed_are_forgotten_and_one_created_again_starts_anew():
     windows = LagWindows()
     windows.observe("g", {TP: PartitionObservation(5000, 5000, True)}, 0, on_coordinator=True)

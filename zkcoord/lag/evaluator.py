@@ -69,12 +69,14 @@ class Commit:
 
 @dataclass(frozen=True)
 class PartitionWindow:
-    """The newest ``intervals`` commits of one partition, oldest first, its newest log-end offsets, and the store's
-    id of the last write seen of its offset (None: the store has none)."""
+    """The newest ``intervals`` commits of one partition, oldest first, its newest log-end offsets, the store's
+    id of the last write seen of its offset (None: the store has none), and whether the last observation knew the
+    log end."""
 
     commits: tuple[Commit, ...] = ()
     log_ends: tuple[int, ...] = ()
     write_id: int | None = None
+    end_known: bool = True
 
     def with_log_end(self, end: int, config: WindowConfig) -> PartitionWindow:
         return replace(self, log_ends=(*self.log_ends, end)[-config.intervals :])
@@ -177,7 +179,7 @@ def evaluate_group(
                 commits[0] if commits else None,
                 commits[-1] if commits else None,
                 len(commits) / config.intervals,
-                window.log_ends[-1] if window.log_ends else None,
+                window.log_ends[-1] if window.log_ends and window.end_known else None,
             )
         )
     return GroupLag(group_id, group_status(p.status for p in partitions), tuple(partitions))

@@ -57,12 +57,13 @@ class LagWindows:
         windows = {}
         for tp, seen in observed.items():
             window = before.get(tp, PartitionWindow())
-            if seen.log_end is not None:
-                window = window.with_log_end(seen.log_end, self.config)
+            if seen.log_end is None:  # a commit without a log end has no lag: Burrow drops it
+                windows[tp] = replace(window, end_known=False)
+                continue
+            window = window.with_log_end(seen.log_end, self.config)
             if self._committed_since(window, seen, now_ms):
                 window = window.with_commit(seen.committed, now_ms, self.config)
-            window = replace(window, write_id=seen.write_id)
-            windows[tp] = window
+            windows[tp] = replace(window, write_id=seen.write_id, end_known=True)
         self._groups[group_id] = windows
 
     def _committed_since(self, window: PartitionWindow, seen: PartitionObservation, now_ms: int) -> bool:
