@@ -356,12 +356,18 @@ def test_serve_answers_burrow_json_and_kafka_exporter_metrics(kafka, zk, topic):
         labels = {"consumergroup": lagging.name, "topic": topic, "partition": "0"}
         samples = {
             name: [(s.labels, s.value) for s in families[name].samples]
-            for name in ("kafka_consumergroup_lag", "kafka_consumergroup_current_offset", "kafka_consumergroup_lag_sum")
+            for name in (
+                "kafka_consumergroup_lag",
+                "kafka_consumergroup_current_offset",
+                "kafka_consumergroup_lag_sum",
+                "kafka_consumergroup_members",
+            )
         }
         assert samples == {
             "kafka_consumergroup_lag": [(labels, 5.0)],
             "kafka_consumergroup_current_offset": [(labels, 4.0)],
             "kafka_consumergroup_lag_sum": [({"consumergroup": lagging.name, "topic": topic}, 5.0)],
+            "kafka_consumergroup_members": [({"consumergroup": lagging.name}, 1.0)],
         }
         group_status = {s.labels["status"]: s.value for s in families["zkcoord_consumergroup_status"].samples}
         assert group_status == {"OK": 0.0, "WARN": 0.0, "ERR": 1.0}

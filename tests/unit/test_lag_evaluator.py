@@ -1,6 +1,8 @@
 """Burrow's lag evaluation (zkcoord.lag): one constructed window per status, the group rules, the windows built
 from polls, and hypothesis properties of the rules (docs/lag.md)."""
 
+import dataclasses
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -316,7 +318,7 @@ def test_the_group_status_follows_its_partitions(per_partition, wait):
 
 def test_burrows_json_and_kafka_exporters_metrics_of_an_evaluation():
     windows = {TP: window([10, 10], [50, 50]), TopicPartition("orders", 1): window([5, 9], [9, 9])}
-    lag = evaluate_group("g", windows, MINUTE, CONFIG)
+    lag = dataclasses.replace(evaluate_group("g", windows, MINUTE, CONFIG), members=2)
     document = report.group_json("local", lag, show_all=False)
     assert (document["status"], document["totallag"], document["complete"]) == ("ERR", 40, 0.0)
     assert [(p["partition"], p["status"], p["current_lag"]) for p in document["partitions"]] == [(0, "STALL", 40)]
@@ -329,3 +331,5 @@ def test_burrows_json_and_kafka_exporters_metrics_of_an_evaluation():
     assert samples[("kafka_consumergroup_lag", (("consumergroup", "g"), ("partition", "0"), ("topic", "orders")))] == 40
     assert samples[("kafka_consumergroup_lag_sum", (("consumergroup", "g"), ("topic", "orders")))] == 40
     assert samples[("zkcoord_consumergroup_status", (("consumergroup", "g"), ("status", "ERR")))] == 1
+    assert samples[("kafka_consumergroup_current_offset_sum", (("consumergroup", "g"), ("topic", "orders")))] == 19
+    assert samples[("kafka_consumergroup_members", (("consumergroup", "g"),))] == 2

@@ -23,10 +23,11 @@ from zkcoord.model import TopicPartition
 
 @dataclass(frozen=True)
 class GroupObservation:
-    """One poll of a group's partitions, and whether a coordinator holds the group."""
+    """One poll of a group's partitions, whether a coordinator holds the group, and how many members it has."""
 
     partitions: dict[TopicPartition, PartitionObservation]
     on_coordinator: bool
+    members: int
 
 
 def every_group(client: AdminClient) -> list[str]:
@@ -77,4 +78,5 @@ def observe_group(client: AdminClient, group_id: str) -> GroupObservation | None
         tp: PartitionObservation(offset, ends.get(tp), tp in owned, writes.get(tp))
         for tp, offset in sorted(committed.items())
     }
-    return GroupObservation(partitions, any(d.description.kind == COORDINATOR for d in described))
+    members = len({(d.description.kind, m.member_id) for d in described for m in d.description.members})
+    return GroupObservation(partitions, any(d.description.kind == COORDINATOR for d in described), members)

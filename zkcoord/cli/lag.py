@@ -13,6 +13,7 @@ import math
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from kazoo.exceptions import KazooException
@@ -85,7 +86,12 @@ class Evaluation:
                 self.windows.observe(group_id, None, now_ms)
             else:
                 self.windows.observe(group_id, observation.partitions, now_ms, observation.on_coordinator)
-        return [self.windows.evaluate(group_id, now_ms) for group_id in group_ids]
+        return [
+            replace(self.windows.evaluate(group_id, now_ms), members=observation.members)
+            if (observation := observed[group_id]) is not None
+            else self.windows.evaluate(group_id, now_ms)
+            for group_id in group_ids
+        ]
 
 
 def cmd_lag(args: argparse.Namespace) -> int:

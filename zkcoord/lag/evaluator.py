@@ -116,12 +116,14 @@ class PartitionLag:
 @dataclass(frozen=True)
 class GroupLag:
     """A group's evaluation: Burrow's ``ConsumerGroupStatus``; ``uncommitted``: the group exists but has committed
-    no offset (NOTFOUND to Burrow, which knows groups by their commits)."""
+    no offset (NOTFOUND to Burrow, which knows groups by their commits); ``members``: how many it has (None:
+    unknown)."""
 
     group_id: str
     status: GroupStatus
     partitions: tuple[PartitionLag, ...]
     uncommitted: bool = False
+    members: int | None = None
 
     @property
     def total_lag(self) -> int:

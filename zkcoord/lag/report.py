@@ -96,6 +96,14 @@ def metric_families(lags: Iterable[GroupLag]) -> Iterator[GaugeMetricFamily]:
     sum_family = GaugeMetricFamily(
         "kafka_consumergroup_lag_sum", "Current lag of a consumer group on a topic", labels=["consumergroup", "topic"]
     )
+    offset_sum_family = GaugeMetricFamily(
+        "kafka_consumergroup_current_offset_sum",
+        "Sum of a consumer group's committed offsets on a topic",
+        labels=["consumergroup", "topic"],
+    )
+    members_family = GaugeMetricFamily(
+        "kafka_consumergroup_members", "Number of members in a consumer group", labels=["consumergroup"]
+    )
     end_family = GaugeMetricFamily(
         "kafka_topic_partition_current_offset", "Log-end offset of a partition", labels=["topic", "partition"]
     )
@@ -112,6 +120,9 @@ def metric_families(lags: Iterable[GroupLag]) -> Iterator[GaugeMetricFamily]:
     ends: dict[tuple[str, str], int] = {}
     for lag in lags:
         sums: dict[str, int] = {}
+        offset_sums: dict[str, int] = {}
+        if lag.members is not None:
+            members_family.add_metric([lag.group_id], lag.members)
         for status in GroupStatus:
             if status != GroupStatus.NOTFOUND:
                 group_family.add_metric([lag.group_id, status.name], 1.0 if lag.status == status else 0.0)
@@ -123,10 +134,22 @@ def metric_families(lags: Iterable[GroupLag]) -> Iterator[GaugeMetricFamily]:
                 ends[(p.partition.topic, str(p.partition.partition))] = p.log_end
             if p.end is not None:
                 offset_family.add_metric(partition, p.end.offset)
+                offset_sums[p.partition.topic] = offset_sums.get(p.partition.topic, 0) + p.end.offset
             for status in PartitionStatus:
                 partition_family.add_metric([*partition, status.name], 1.0 if p.status == status else 0.0)
         for topic, total in sorted(sums.items()):
             sum_family.add_metric([lag.group_id, topic], total)
+        for topic, total in sorted(offset_sums.items()):
+            offset_sum_family.add_metric([lag.group_id, topic], total)
     for (topic, partition), end in sorted(ends.items()):
         end_family.add_metric([topic, partition], end)
-    yield from (lag_family, offset_family, sum_family, end_family, group_family, partition_family)
+    yield from (
+        lag_family,
+        offset_family,
+        sum_family,
+        offset_sum_family,
+        members_family,
+        end_family,
+        group_family,
+        partition_family,
+    )
