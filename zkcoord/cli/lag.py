@@ -244,7 +244,11 @@ def _options(parser: argparse.ArgumentParser, top: bool) -> None:
         "--min-distance", type=float, metavar="S", default=default(0.0), help="merge commits closer than this (0)"
     )
     parser.add_argument(
-        "--expire-group", type=float, metavar="S", default=default(604800.0), help="forget commits older (7 days)"
+        "--expire-group",
+        type=float,
+        metavar="S",
+        default=default(604800.0),
+        help="forget a group whose newest commit is older (7 days)",
     )
     parser.add_argument(
         "--allowed-lag", type=int, metavar="N", default=default(0), help="lag up to this counts as none (0)"

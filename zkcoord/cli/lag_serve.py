@@ -2,8 +2,9 @@
 
 ``/v3/kafka/<cluster>/consumer`` lists the groups, ``.../consumer/<group>/status`` a group's status with the
 partitions that are not OK, ``.../consumer/<group>/lag`` with every partition (404 and NOTFOUND for a group not
-watched); ``/metrics`` has kafka_exporter's names. A native thread observes and evaluates every ``--interval``
-seconds (kazoo and kafka-python block); the gevent WSGI server answers from the newest evaluation it left.
+watched); ``/metrics`` has kafka_exporter's names; ``/readyz`` fails while the numbers are stale; other paths
+are 404. A native thread observes and evaluates every ``--interval`` seconds (kazoo and kafka-python block); the
+gevent WSGI server answers from the newest evaluation it left.
 """
 
 from __future__ import annotations
