@@ -490,3 +490,10 @@ def test_serve_reads_group_ids_as_utf8_with_slashes_and_answers_404_for_other_pa
         (404, None),
         (404, None),
     ]
+
+
+def test_serve_is_not_ready_once_its_evaluations_stopped():
+    ended = threading.Thread(target=lambda: None)
+    ended.start()
+    ended.join()
+    assert lag_serve.EvaluationHealth(30.0, 10.0, ended).readiness()["ready"] is False
