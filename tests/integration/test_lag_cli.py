@@ -244,6 +244,15 @@ def test_a_group_that_never_committed_is_shown_but_not_counted_in_the_exit_code(
     )
 
 
+def test_a_migration_state_that_cannot_be_read_is_warned_of(capsys, kafka, zk, topic):
+    garbled = LegacyGroup(zk, f"garbled-{topic}", topic, owned=False)
+    kafka.produce(topic, [b"r"] * 5, partition=0)
+    garbled.commit(2)
+    zk.create(layout.migration_path(ROOT, garbled.name), b"{not json", makepath=True)
+    _, _, err = lag(capsys, kafka)
+    assert "WARN: " in err and f"READS-FROM of group '{garbled.name}' are unknown" in err
+
+
 def test_watch_builds_the_window_across_iterations(capsys, kafka, zk, clock, topic, monkeypatch):
     stuck = LegacyGroup(zk, f"watched-{topic}", topic, owned=True)
     kafka.produce(topic, [b"r"] * 5, partition=0)

@@ -19,6 +19,7 @@ from pathlib import Path
 from kazoo.exceptions import KazooException
 
 from zkcoord.cli.common import (
+    EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_PROBLEM,
     EXIT_USAGE,
@@ -33,7 +34,6 @@ from zkcoord.clock import SystemClock
 from zkcoord.errors import ZkcoordError
 from zkcoord.lag import GroupLag, GroupStatus, LagWindows, WindowConfig, report
 
-EXIT_INTERRUPTED = 130
 CLOCK = SystemClock()  # the time every observation is taken at; tests put a manual clock here
 ONE_OBSERVATION_NOTE = (
     "note: one observation shows no trend, so no partition is STALL or WARN yet (a STOP needs time to pass too); "
@@ -60,11 +60,17 @@ class Evaluation:
             root=args.root,
             request_timeout_ms=args.timeout,
             security=client_security(args.command_config),
-            warn=lambda _: None,  # a broker problem is an error of this command: run() raises it
+            warn=self._warn,
         )
 
     def close(self) -> None:
         self.client.close()
+
+    def _warn(self, message: str) -> None:
+        """The admin client's warnings (an unreadable migration state ...) on stderr; not a broker problem, which
+        :meth:`run` raises as this command's error."""
+        if self.client.broker_offsets is None or self.client.broker_offsets.problem is None:
+            print(f"WARN: {message}", file=sys.stderr)
 
     def run(self) -> list[GroupLag]:
         """One observation of every group (or the ``--group`` ones) and their evaluation at the clock's time."""
