@@ -87,7 +87,9 @@ def test_every_znode_a_secured_node_and_its_tools_create_gets_kafkas_acls(jaas, 
     with Cluster(connect, tmp_path / "log", tmp_path, overrides) as nodes:
         nodes.start([1])
         nodes.wait_balanced(anonymous)
-        code, _, err = run_migrate(capsys, connect, "up", "--group", "g", "--to", "0001_dual_commit")
+        code, _, err = run_migrate(
+            capsys, connect, "up", "--group", "g", "--to", "0001_dual_commit", "--allow-new-group"
+        )
         assert code == 0, err
         assert state_of(anonymous).phase == Phase.DUAL_WRITE
         client = GroupClient(nodes.addresses)
