@@ -9,6 +9,7 @@ import dataclasses
 import functools
 import logging
 import math
+import re
 import typing
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -19,6 +20,11 @@ from zkcoord.model import Address
 log = logging.getLogger(__name__)
 
 C = TypeVar("C")
+
+# What Java's Integer.parseInt and Double.parseDouble take (Kafka trims first): Python's int() and float() also
+# take "1_000", other scripts' digits and "inf", which a JVM reading the same file refuses.
+_JAVA_INT = re.compile(r"[+-]?[0-9]+")
+_JAVA_DOUBLE = re.compile(r"[+-]?(NaN|Infinity|([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?[fFdD]?)")
 
 
 def kafka_field(
@@ -55,24 +61,40 @@ def _field_types(cls: type) -> dict[str, set]:
     return {f.name: set(typing.get_args(hints[f.name])) | {hints[f.name]} for f in dataclasses.fields(cls)}
 
 
+def _normalized(name: str, value: Any, kinds: set) -> Any:
+    """``value`` as the field's type, or a ConfigError: what Python callers passed before values were checked
+    still works (``1``/``0`` for a boolean, as kafka-python takes truthy values; ``6000.0`` for a whole number)."""
+    if value is None and type(None) in kinds:
+        return value
+    if bool in kinds:
+        if type(value) is bool:
+            return value
+        if type(value) is int and value in (0, 1):
+            return bool(value)
+        raise invalid_value(name, value, "true or false")
+    if int in kinds and float not in kinds:
+        if type(value) is float and value.is_integer():
+            return int(value)
+        if type(value) is not int:
+            raise invalid_value(name, value, "a whole number")
+    if float in kinds and (type(value) is bool or not isinstance(value, int | float) or math.isnan(value)):
+        raise invalid_value(name, value, "a number")
+    return value
+
+
 def check_values(config: Any) -> None:
     """Refuse a Kafka-named field whose value is not of its type, not one of its ``choices`` or out of its bounds,
-    with a ConfigError naming what it takes. None passes where the field's default is None (unset)."""
+    with a ConfigError naming what it takes; a value of another type that says the same (``1`` for true, ``2.0``
+    for 2) is stored as the field's type. None passes where the field's default is None (unset)."""
     types = _field_types(type(config))
     for field in dataclasses.fields(config):
         if "kafka" not in field.metadata:
             continue
-        name, value, kinds = field.metadata["kafka"], getattr(config, field.name), types[field.name]
-        if value is None and type(None) in kinds:
+        name, value = field.metadata["kafka"], getattr(config, field.name)
+        value = _normalized(name, value, types[field.name])
+        object.__setattr__(config, field.name, value)
+        if value is None or type(value) is bool:
             continue
-        if bool in kinds:
-            if type(value) is not bool:
-                raise invalid_value(name, value, "true or false")
-            continue
-        if int in kinds and float not in kinds and type(value) is not int:
-            raise invalid_value(name, value, "a whole number")
-        if float in kinds and (type(value) is bool or not isinstance(value, int | float) or math.isnan(value)):
-            raise invalid_value(name, value, "a number")
         choices = field.metadata.get("choices")
         if choices and value not in choices:
             raise invalid_value(name, value, one_of(choices))
@@ -89,22 +111,26 @@ def kafka_names(cls: type) -> dict[str, str]:
     return {f.metadata["kafka"]: f.name for f in dataclasses.fields(cls) if "kafka" in f.metadata}
 
 
-def _coerce(field: dataclasses.Field, value: Any) -> Any:
-    """Property-file values arrive as strings; turn them into the field's type."""
+def coerce(cls: type, field_name: str, value: Any) -> Any:
+    """A property-file value (a string) turned into the type of ``cls``'s field ``field_name``, as Java reads it;
+    any other value is left to :func:`check_values`."""
     if not isinstance(value, str):
         return value
-    kinds = set(typing.get_args(field.type)) | {field.type}
-    name = field.metadata.get("kafka", field.name)
+    kinds = _field_types(cls)[field_name]
+    name = next(f.metadata.get("kafka", f.name) for f in dataclasses.fields(cls) if f.name == field_name)
+    text = value.strip()
     if bool in kinds:
-        if value.strip().lower() not in ("true", "false"):
+        if text.lower() not in ("true", "false"):
             raise invalid_value(name, value, "true or false")
-        return value.strip().lower() == "true"
-    for kind, accepted in ((int, "a whole number"), (float, "a number")):
-        if kind in kinds:
-            try:
-                return kind(value.strip())
-            except ValueError:
-                raise invalid_value(name, value, accepted) from None
+        return text.lower() == "true"
+    if int in kinds and float not in kinds:
+        if not _JAVA_INT.fullmatch(text):
+            raise invalid_value(name, value, "a whole number")
+        return int(text)
+    if float in kinds:
+        if not _JAVA_DOUBLE.fullmatch(text):
+            raise invalid_value(name, value, "a number")
+        return float(text.rstrip("fFdD"))
     return value
 
 
@@ -118,7 +144,7 @@ def build_config(cls: type[C], properties: Mapping[str, Any] | None = None, **ov
         if name is None:
             log.warning("property %s is not used by %s; ignored", key, cls.__name__)
             continue
-        values[name] = _coerce(fields[name], value)
+        values[name] = coerce(cls, name, value)
     missing = [
         f.metadata.get("kafka", f.name)
         for f in fields.values()

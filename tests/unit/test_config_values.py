@@ -5,6 +5,7 @@ import contextlib
 import dataclasses
 import math
 import re
+import typing
 
 import pytest
 from hypothesis import assume, given
@@ -41,7 +42,7 @@ def boolean_fields():
         pytest.param(cls, field, id=field.metadata["kafka"])
         for cls in CONFIGS
         for field in dataclasses.fields(cls)
-        if "kafka" in field.metadata and field.type in (bool, bool | None)
+        if "kafka" in field.metadata and typing.get_type_hints(cls)[field.name] in (bool, bool | None)
     ]
 
 
@@ -108,7 +109,7 @@ def test_a_number_below_its_bound_is_refused_naming_the_bound(cls, field, below)
 
 
 @pytest.mark.parametrize(("cls", "field"), fields_with("at_least"))
-@given(text=st.text(min_size=1, max_size=8).filter(lambda text: not text.strip().lstrip("+-").isdigit()))
+@given(text=st.text(min_size=1, max_size=8).filter(lambda text: not re.fullmatch(r"[+-]?[0-9]+", text.strip())))
 def test_a_number_that_is_no_number_is_refused(cls, field, text):
     name = field.metadata["kafka"]
     if field.type is float:
@@ -116,6 +117,17 @@ def test_a_number_that_is_no_number_is_refused(cls, field, text):
             assume(math.isnan(float(text)))  # "1e3" and "inf" are numbers: their bounds decide
     with pytest.raises(ConfigError, match=f"^{re.escape(name)}=.* is not valid: use a (whole )?number"):
         build(cls, **{name: text})
+
+
+@pytest.mark.parametrize(("cls", "field"), boolean_fields())
+def test_a_boolean_takes_true_and_false_in_any_case(cls, field):
+    name = field.metadata["kafka"]
+    for text, value in (("true", True), ("false", False), ("TRUE", True), (" False ", False)):
+        assert getattr(build(cls, **{name: text}), field.name) is value
+
+
+def test_every_boolean_property_is_checked():
+    assert "allow.everyone.if.no.acl.found" in {param.id for param in boolean_fields()}
 
 
 @pytest.mark.parametrize(("cls", "field"), boolean_fields())
@@ -139,3 +151,57 @@ def test_values_given_in_code_are_held_to_the_same_rules():
         LogConfig(cleaner_min_cleanable_ratio=float("nan"))
     with pytest.raises(ConfigError, match="zookeeper.session.timeout.ms='' is not valid: use a whole number"):
         build(LegacyConsumerConfig, **{"zookeeper.session.timeout.ms": ""})
+
+
+def test_a_listener_override_is_read_as_its_propertys_type():
+    config = SecurityConfig(
+        listener_security_protocol_map="CLIENT:PLAINTEXT",
+        listener_overrides={"listener.name.client.allow.everyone.if.no.acl.found": "true"},
+    )
+    assert config.for_listener("CLIENT").config.allow_everyone_if_no_acl_found is True
+
+
+@pytest.mark.parametrize("text", ["0_1", "1_000", "\u0661\u0662", "\uff11", "1.0", "0x10"])
+def test_a_whole_number_is_read_as_java_reads_it(text):
+    with pytest.raises(ConfigError, match="is not valid: use a whole number"):
+        build(CoordinatorConfig, **{"group.max.size": text})
+    assert build(CoordinatorConfig, **{"group.max.size": " +7 "}).group_max_size == 7
+
+
+@pytest.mark.parametrize("text", ["1_0", "inf", "\u0661", "0.5.1", "nan", "1e"])
+def test_a_number_is_read_as_java_reads_it(text):
+    with pytest.raises(ConfigError, match="is not valid: use a number"):
+        build(LogConfig, **{"log.cleaner.min.cleanable.ratio": text})
+
+
+@pytest.mark.parametrize(("text", "value"), [("0.5", 0.5), (".5", 0.5), ("5.0E-1", 0.5), ("1", 1.0), ("0.5d", 0.5)])
+def test_javas_number_forms_are_read(text, value):
+    assert build(LogConfig, **{"log.cleaner.min.cleanable.ratio": text}).cleaner_min_cleanable_ratio == value
+
+
+def test_values_python_callers_passed_before_are_taken_as_the_fields_type():
+    config = build_config(
+        ConsumerConfig,
+        bootstrap_servers="h:1",
+        consumer_timeout_ms=float("inf"),
+        session_timeout_ms=10_000.0,
+        enable_auto_commit=0,
+    )
+    assert (config.consumer_timeout_ms, config.session_timeout_ms, config.enable_auto_commit) == (-1, 10_000, False)
+    assert type(config.session_timeout_ms) is int
+    legacy = LegacyConsumerConfig(group_id="g", zookeeper_connect="zk:2181", auto_commit_enable=1)
+    assert legacy.auto_commit_enable is True
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "accepted"),
+    [
+        ("enable_auto_commit", 2, "true or false"),
+        ("enable_auto_commit", "yes", "true or false"),
+        ("max_poll_records", True, "a whole number"),
+        ("session_timeout_ms", 1.5, "a whole number"),
+    ],
+)
+def test_python_values_that_say_something_else_are_still_refused(field, value, accepted):
+    with pytest.raises(ConfigError, match=f"is not valid: use {accepted}"):
+        build_config(ConsumerConfig, bootstrap_servers="h:1", **{field: value})

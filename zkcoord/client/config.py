@@ -1,5 +1,6 @@
 """The consumer client's configuration: Kafka's consumer property names, snake_case aliases, kafka-python defaults."""
 
+import math
 from dataclasses import dataclass
 
 from zkcoord import env
@@ -59,6 +60,8 @@ class ConsumerConfig(ClientSecurityProperties):
     def __post_init__(self):
         if not isinstance(self.partition_assignment_strategy, str):  # kafka-python takes a list
             object.__setattr__(self, "partition_assignment_strategy", ",".join(self.partition_assignment_strategy))
+        if self.consumer_timeout_ms == math.inf:  # kafka-python's default: never time out
+            object.__setattr__(self, "consumer_timeout_ms", -1)
         check_values(self)
         super().__post_init__()
         for name in self.assignment_strategies:

@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from zkcoord.config import check_values, invalid_value, kafka_field, kafka_names, one_of
+from zkcoord.config import check_values, coerce, invalid_value, kafka_field, kafka_names, one_of
 from zkcoord.errors import ConfigError
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -105,7 +105,9 @@ class SecurityConfig:
         unknown = sorted(set(own) - set(names))
         if unknown:
             raise ConfigError(f"{prefix}{unknown[0]}: not a setting a listener can override")
-        config = dataclasses.replace(self, **{names[key]: value for key, value in own.items()})
+        config = dataclasses.replace(
+            self, **{names[key]: coerce(SecurityConfig, names[key], value) for key, value in own.items()}
+        )
         mechanisms = tuple(name.strip().upper() for name in config.sasl_enabled_mechanisms.split(",") if name.strip())
         return ListenerSettings(listener.upper(), self.protocol_of(listener), config, mechanisms, jaas)
 
