@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from zkcoord import cli
+from zkcoord.admin import legacy_groups
 from zkcoord.cli import common
 from zkcoord.log import LogConfig, PartitionLog
 from zkcoord.offsets.records import OffsetCommitKey, OffsetCommitValue
@@ -260,6 +261,13 @@ CASES = [
     Case("users", OK, lambda w: ["users", "--describe", *zk_(w)]),
     Case("users", USAGE, lambda w: ["users", "--alter", *zk_(w)], "--entity-name"),
     Case("users", CONNECTION, lambda w: ["users", "--describe", *closed()]),
+    Case("groups list", CONNECTION, lambda w: ["groups", "list", *closed()], "cannot connect to ZooKeeper"),
+    Case(
+        "groups describe",
+        CONNECTION,
+        lambda w: ["groups", "describe", "--group", "g", *closed()],
+        "cannot connect to ZooKeeper",
+    ),
     Case(
         "compare run", USAGE, lambda w: ["compare", "run", "--scenario", "nope", "--out", w.folder], "unknown scenario"
     ),
@@ -274,6 +282,7 @@ def world(zk, zk_connect, tmp_path, monkeypatch):
     monkeypatch.delenv("ZKCOORD_ZK_CONNECT", raising=False)
     monkeypatch.delenv("KAFKA_OPTS", raising=False)
     monkeypatch.setattr(common, "CONNECT_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(legacy_groups, "ZOOKEEPER_CONNECT_TIMEOUT_S", 0.5)
     handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
     yield World(zk_connect, zk, tmp_path)
     for signum, handler in handlers.items():  # `legacy run` installs its own

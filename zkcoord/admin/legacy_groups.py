@@ -17,11 +17,11 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from zkcoord.admin.model import (
     LEGACY,
-    GroupAdminError,
     GroupDescription,
     GroupListing,
     MemberDescription,
     OffsetAndMetadata,
+    ZooKeeperUnreachableError,
 )
 from zkcoord.assign.legacy import consumer_of_thread
 from zkcoord.errors import (
@@ -54,15 +54,15 @@ class LegacyGroups:
         self._zk: KazooClient | None = None
 
     def zookeeper(self) -> KazooClient:
-        """The started kazoo client (GroupAdminError when ZooKeeper does not answer in time)."""
+        """The started kazoo client (ZooKeeperUnreachableError when ZooKeeper does not answer in time)."""
         if self._zk is None:
             client = tool_client(self.connect, ZOOKEEPER_CONNECT_TIMEOUT_S, self.security)
             try:
                 start_logged_in(client, self.security, ZOOKEEPER_CONNECT_TIMEOUT_S)
             except KazooTimeoutError:
                 client.close()
-                raise GroupAdminError(
-                    f"cannot connect to ZooKeeper at {self.connect} within {ZOOKEEPER_CONNECT_TIMEOUT_S:.0f}s"
+                raise ZooKeeperUnreachableError(
+                    f"cannot connect to ZooKeeper at {self.connect} within {ZOOKEEPER_CONNECT_TIMEOUT_S:g} s"
                 ) from None
             self._zk = client
         return self._zk

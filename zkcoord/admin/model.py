@@ -53,6 +53,10 @@ class ClusterUnreachableError(GroupAdminError):
     """No broker of a Kafka-protocol cluster answered (``--bootstrap-server``): a connection error."""
 
 
+class ZooKeeperUnreachableError(GroupAdminError):
+    """ZooKeeper did not answer in time (``--zookeeper``): a connection error."""
+
+
 def commit_failure(group_id: str, failed: Mapping[TopicPartition, int]) -> CoordinatorResponseError:
     """The error an offset commit with failed partitions (``{partition: code}``) raises: the first one's."""
     _, code = min(failed.items())

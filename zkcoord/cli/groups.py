@@ -79,7 +79,7 @@ def cmd_groups(args: argparse.Namespace) -> int:
     error: a ``--bootstrap-server`` cluster or a coordinator node that does not answer (``list`` and ``describe``
     still show what they found, saying what is unknown)."""
     from zkcoord.admin import CoordinatorNotAvailableError
-    from zkcoord.admin.model import ClusterUnreachableError
+    from zkcoord.admin.model import ClusterUnreachableError, ZooKeeperUnreachableError
 
     try:
         with _groups_client(args) as client:
@@ -90,7 +90,7 @@ def cmd_groups(args: argparse.Namespace) -> int:
         print(f"Error: {error}", file=sys.stderr)
         print("(zkcoord's coordinator nodes speak msgpack: reach them with --coordinator-server)", file=sys.stderr)
         return EXIT_USAGE
-    except CoordinatorNotAvailableError as error:
+    except (CoordinatorNotAvailableError, ZooKeeperUnreachableError) as error:
         print(f"Error: {error}", file=sys.stderr)
         return EXIT_USAGE
     except (ZkcoordError, KazooException, OSError) as error:
@@ -149,7 +149,7 @@ def _groups_describe(client, args: argparse.Namespace) -> int:
     """Each group in turn: one that cannot be described is an ``Error:`` line and the others are still described;
     the exit code is the worst (2 for a coordinator that did not answer, 1 for any other error)."""
     from zkcoord.admin import CoordinatorNotAvailableError, render
-    from zkcoord.admin.model import ClusterUnreachableError
+    from zkcoord.admin.model import ClusterUnreachableError, ZooKeeperUnreachableError
 
     documents, code = [], EXIT_OK
     if args.all_groups:
@@ -167,7 +167,7 @@ def _groups_describe(client, args: argparse.Namespace) -> int:
                 results = client.describe_consumer_groups([group_id])
             else:
                 results = client.describe_consumer_group_offsets([group_id])
-        except ClusterUnreachableError:
+        except (ClusterUnreachableError, ZooKeeperUnreachableError):
             raise  # the whole cluster: no other group can be described either
         except CoordinatorNotAvailableError as error:
             print(f"Error: {error}", file=sys.stderr)
