@@ -9,8 +9,10 @@ SIGTERM (ok) or SIGINT (interrupted). ``groups``, ``migrate`` and ``lag`` have m
 import argparse
 import dataclasses
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -350,6 +352,35 @@ def test_zk_start_keeps_a_data_dir_across_runs_and_says_nothing_of_it(tmp_path):
         code, _, err = stop(process, signal.SIGTERM, "serving")
         assert code == 0 and "temporary" not in err
     assert (data / "data" / "version-2").is_dir()
+
+
+@pytest.fixture
+def own_temp_dir(tmp_path, monkeypatch):
+    """Where ``zk start`` makes its temporary data directory, to see it removed."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    return tmp_path
+
+
+def test_zk_start_on_a_port_in_use_is_one_line_and_2_and_leaves_nothing(own_temp_dir, capsys):
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        port = other.getsockname()[1]
+        code = cli.main(["zk", "start", "--port", str(port)])
+    out, err = capsys.readouterr()
+    assert (code, out) == (2, "")
+    assert err == f"error: ZooKeeperStartError: cannot serve on 127.0.0.1:{port}: Address already in use\n"
+    assert not list(own_temp_dir.iterdir())
+
+
+def test_zk_start_whose_server_fails_is_one_line_and_2_and_leaves_nothing(own_temp_dir, capsys, monkeypatch):
+    monkeypatch.setenv("ZOOKEEPER_CLASSPATH", str(own_temp_dir / "no-jars"))
+    code = cli.main(["zk", "start", "--port", str(free_port("127.0.0.1"))])
+    out, err = capsys.readouterr()
+    assert (code, out) == (2, "")
+    assert err.startswith("error: ZooKeeperStartError: ZooKeeper exited with code 1 during start-up")
+    assert err.count("\n") == 1
+    assert not list(own_temp_dir.iterdir())
 
 
 def test_ctrl_c_during_zk_start_is_one_line_and_130():

@@ -119,6 +119,18 @@ def free_port_block(host: str, count: int) -> int:
     raise OSError(f"no {count} consecutive free ports on {host}")
 
 
+def _refuse_a_busy_port(host: str, port: int) -> None:
+    """A ZooKeeperStartError when something listens on ``host:port`` already (another ZooKeeper would answer our
+    readiness check while our JVM dies on its BindException). SO_REUSEADDR, as ZooKeeper binds: a port in
+    TIME_WAIT after a restart is free."""
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as error:
+            raise ZooKeeperStartError(f"cannot serve on {host}:{port}: {error.strerror or error}") from None
+
+
 class EmbeddedZooKeeper:
     """A standalone ZooKeeper server in a child JVM; also a context manager.
 
@@ -189,7 +201,16 @@ class EmbeddedZooKeeper:
         ]
 
     def start(self, timeout: float = 60.0) -> "EmbeddedZooKeeper":
-        """Start the JVM and wait until ``srvr`` reports ``Mode: standalone``."""
+        """Start the JVM and wait until ``srvr`` reports ``Mode: standalone``; a :class:`ZooKeeperStartError` in
+        one line (the server's log at DEBUG) when it does not, with the server stopped and its own data removed."""
+        try:
+            return self._start(timeout)
+        except BaseException:  # Ctrl-C during start-up too: __exit__ does not run when __enter__ raises
+            self.stop()
+            raise
+
+    def _start(self, timeout: float) -> "EmbeddedZooKeeper":
+        _refuse_a_busy_port(self.host, self.port)
         config = self._write_config()
         command = [
             find_java(),
@@ -213,16 +234,22 @@ class EmbeddedZooKeeper:
             )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            # Alive after srvr answered: srvr alone can be answered by another server that got the port first.
+            serving = is_serving(self.host, self.port)
             if self._process.poll() is not None:
-                raise ZooKeeperStartError(
-                    f"ZooKeeper exited with code {self._process.returncode}; log {self.log_path}:\n" + self._log_tail()
-                )
-            if is_serving(self.host, self.port):
+                raise self._start_error(f"ZooKeeper exited with code {self._process.returncode} during start-up")
+            if serving:
                 log.info("zookeeper serving host=%s port=%d data_dir=%s", self.host, self.port, self.data_dir)
                 return self
             time.sleep(0.05)
-        self.stop()
-        raise ZooKeeperStartError(f"ZooKeeper did not serve within {timeout:.0f}s; log {self.log_path}")
+        raise self._start_error(f"ZooKeeper did not serve within {timeout:g} s")
+
+    def _start_error(self, what: str) -> ZooKeeperStartError:
+        """``what`` in one line; the log's tail goes to DEBUG, as a log it created itself is removed with its data."""
+        log.debug("ZooKeeper's log %s:\n%s", self.log_path, self._log_tail())
+        if self._owns_data_dir:
+            return ZooKeeperStartError(f"{what} (its log is shown with --log-level DEBUG)")
+        return ZooKeeperStartError(f"{what}; see {self.log_path}")
 
     def _log_tail(self, lines: int = 20) -> str:
         try:
