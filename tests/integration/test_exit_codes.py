@@ -285,10 +285,7 @@ def world(zk, zk_connect, tmp_path, monkeypatch):
     monkeypatch.delenv("KAFKA_OPTS", raising=False)
     monkeypatch.setattr(common, "CONNECT_TIMEOUT_S", 0.5)
     monkeypatch.setattr(legacy_groups, "ZOOKEEPER_CONNECT_TIMEOUT_S", 0.5)
-    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
-    yield World(zk_connect, zk, tmp_path)
-    for signum, handler in handlers.items():  # `legacy run` installs its own
-        signal.signal(signum, handler)
+    return World(zk_connect, zk, tmp_path)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{case.command}: {case.outcome}" for case in CASES])
@@ -381,6 +378,19 @@ def test_zk_start_whose_server_fails_is_one_line_and_2_and_leaves_nothing(own_te
     assert err.startswith("error: ZooKeeperStartError: ZooKeeper exited with code 1 during start-up")
     assert err.count("\n") == 1
     assert not list(own_temp_dir.iterdir())
+
+
+def test_main_gives_back_the_signal_handlers_it_found(own_temp_dir, capsys):
+    """A command's handlers (zk start installs its own before it starts) end with it: a second command in the same
+    process, or the caller, gets Ctrl-C as before."""
+    before = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        for _ in range(2):
+            assert cli.main(["zk", "start", "--port", str(other.getsockname()[1])]) == 2
+            assert {signum: signal.getsignal(signum) for signum in before} == before
+    assert "Traceback" not in capsys.readouterr().err
 
 
 def test_ctrl_c_during_zk_start_is_one_line_and_130():

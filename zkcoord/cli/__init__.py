@@ -12,7 +12,9 @@ Exports ``main`` and ``build_parser``.
 
 import logging
 import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 
 from kazoo.exceptions import KazooException, NoAuthError
@@ -39,12 +41,18 @@ NO_AUTH_HINT = (
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``zkcoord`` command line ``argv`` (default: ``sys.argv[1:]``); the exit code."""
+    """Run the ``zkcoord`` command line ``argv`` (default: ``sys.argv[1:]``); the exit code. The SIGINT and SIGTERM
+    handlers a command installs are its own: the caller's are back when it returns."""
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
         code = _run(argv)
     except KeyboardInterrupt:  # Ctrl-C wherever it came, after the command's cleanup ran
         mark_interrupted()
         code = EXIT_OK
+    finally:
+        if threading.current_thread() is threading.main_thread():  # only there can a command have set them
+            for signum, handler in handlers.items():
+                signal.signal(signum, handler)
     message = interruption_message()
     if message is None:
         return code
