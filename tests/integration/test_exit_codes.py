@@ -464,3 +464,13 @@ def test_a_chroot_without_brokers_is_warned_about_once(capsys, zk, zk_connect, m
     assert "warning" not in capsys.readouterr().err  # brokers register creates the chroot: exempt
     assert cli.main(["topics", "list", "--zookeeper", zk_connect]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_writes_that_precede_the_brokers_create_the_chroot_unwarned(capsys, zk, zk_connect, monkeypatch):
+    """Kafka's bootstrap creates SCRAM users and ACLs in a fresh chroot before any broker registers."""
+    monkeypatch.delenv("ZKCOORD_ZK_CONNECT", raising=False)
+    users = ["users", "--alter", "--entity-name", "alice", "--add-config", "SCRAM-SHA-256=[password=secret]"]
+    assert cli.main([*users, "--zookeeper", zk_connect + "-users"]) == 0
+    acls = ["acls", "--add", "--allow-principal", "User:alice", "--operation", "Read", "--topic", "t"]
+    assert cli.main([*acls, "--zookeeper", zk_connect + "-acls"]) == 0
+    assert "warning" not in capsys.readouterr().err

@@ -37,9 +37,11 @@ def authorizer_properties(args: argparse.Namespace) -> dict[str, str]:
     return properties
 
 
-def acl_zookeeper(properties: dict[str, str]) -> contextlib.AbstractContextManager[KazooClient]:
+def acl_zookeeper(
+    properties: dict[str, str], create_chroot: bool = False
+) -> contextlib.AbstractContextManager[KazooClient]:
     """The ZooKeeper client of ``zkcoord acls``, from the authorizer's properties (the one place that builds it)."""
-    return zookeeper_at(zk_connect(properties.get("zookeeper.connect")))
+    return zookeeper_at(zk_connect(properties.get("zookeeper.connect")), create_chroot)
 
 
 def _filters(args: argparse.Namespace, required: bool) -> list[ResourcePatternFilter]:
@@ -166,7 +168,8 @@ def cmd_acls(args: argparse.Namespace) -> int:
     if args.principal and not args.list:
         raise UsageError("The --principal option is only available if --list is set")
     action = _add if args.add else _remove if args.remove else _list
-    with acl_zookeeper(authorizer_properties(args)) as zk:
+    # Kafka's bootstrap adds ACLs before any broker registers: --add creates the chroot, unwarned.
+    with acl_zookeeper(authorizer_properties(args), create_chroot=args.add) as zk:
         try:
             action(zk, args)
         except ValueError as error:  # a name ZooKeeper cannot hold, or ACLs in ZooKeeper that cannot be read

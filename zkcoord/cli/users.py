@@ -62,7 +62,8 @@ def cmd_users(args: argparse.Namespace) -> int:
         unknown = [name for name in deletions if name not in HASHES]
         if unknown:
             raise UsageError(f"--delete-config: {', '.join(unknown)} not a SCRAM mechanism ({', '.join(HASHES)})")
-        with zookeeper(args) as zk:
+        # Kafka's bootstrap creates SCRAM users before any broker registers: the chroot is created, unwarned.
+        with zookeeper(args, create_chroot=True) as zk:
             users.alter_scram_credentials(zk, args.entity_name, upserts, deletions)
         print(f"Completed updating config for entity: {_entity(args.entity_name)}.")
         return EXIT_OK
