@@ -58,7 +58,7 @@ def test_both_strategies_of_0_8_2_are_taken():
         assert config.partition_assignment_strategy == strategy
 
 
-def test_the_0_8_2_names_are_read_case_insensitively_where_0_8_2_does():
+def test_the_0_8_2_names_are_read_case_insensitively():
     config = build(LegacyConsumerConfig, **{"offsets.storage": "Kafka", "auto.offset.reset": "SMALLEST"})
     assert (config.offsets_storage, config.auto_offset_reset) == ("kafka", "smallest")
 

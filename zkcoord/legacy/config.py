@@ -118,7 +118,7 @@ class LegacyConsumerConfig(ClientSecurityProperties):
     metrics_host: str = kafka_field("zkcoord.metrics.host", "127.0.0.1", "zkcoord: the address the metrics bind")
 
     def __post_init__(self):
-        # 0.8.2 reads these two case-insensitively; the lower-cased value is the one kept
+        # 0.8.2 lower-cases offsets.storage; auto.offset.reset it takes in lower case only, zkcoord in any case
         for name in ("offsets_storage", "auto_offset_reset"):
             if isinstance(getattr(self, name), str):
                 object.__setattr__(self, name, getattr(self, name).lower())
