@@ -94,6 +94,12 @@ class ZooKeeperNotFoundError(ZkcoordError):
     """No ZooKeeper jars (or no java) to start an embedded server with."""
 
 
+class StopRequested(BaseException):  # noqa: N818 - a request, as KeyboardInterrupt is, not an error
+    """SIGTERM where a command cannot wait for an event: it unwinds as Ctrl-C does, running the command's cleanup,
+    and the command exits 0 (a requested stop). A BaseException, as KeyboardInterrupt, so no ``except Exception``
+    swallows it."""
+
+
 class ZooKeeperStartError(ZkcoordError):
     """The embedded ZooKeeper server did not come up."""
 

@@ -8,6 +8,7 @@ SIGTERM (ok) or SIGINT (interrupted). ``groups``, ``migrate`` and ``lag`` have m
 
 import argparse
 import dataclasses
+import os
 import signal
 import socket
 import subprocess
@@ -391,6 +392,61 @@ def test_main_gives_back_the_signal_handlers_it_found(own_temp_dir, capsys):
             assert cli.main(["zk", "start", "--port", str(other.getsockname()[1])]) == 2
             assert {signum: signal.getsignal(signum) for signum in before} == before
     assert "Traceback" not in capsys.readouterr().err
+
+
+class SigtermNotHandled(Exception):
+    """What SIGTERM raises where the command left Python's default (which would end the test process)."""
+
+
+@pytest.fixture
+def sigterm_caught():
+    def unhandled(*_):
+        raise SigtermNotHandled
+
+    previous = signal.signal(signal.SIGTERM, unhandled)
+    yield
+    signal.signal(signal.SIGTERM, previous)
+
+
+def sigterm_self() -> None:
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def test_sigterm_during_legacy_run_start_up_closes_the_member_and_is_0(world, sigterm_caught, monkeypatch, capsys):
+    from zkcoord.legacy.consumer import LegacyConsumer
+
+    world.served_topic()
+    start = LegacyConsumer.start
+
+    def start_then_sigterm(consumer, *args, **kwargs):
+        start(consumer, *args, **kwargs)
+        sigterm_self()  # before the readers' stop event is installed: still the start-up
+
+    monkeypatch.setattr(LegacyConsumer, "start", start_then_sigterm)
+    run = ["legacy", "run", "--group", "g", "--topics", "t", "--source", "synthetic", "--zookeeper", world.connect]
+    assert cli.main(run) == 0
+    assert "interrupted" not in capsys.readouterr().err
+    assert not world.zk.get_children(layout.ids_path("g"))
+
+
+def test_sigterm_during_faults_run_stops_after_the_cleanup_under_way_and_is_0(
+    tmp_path, sigterm_caught, monkeypatch, capsys
+):
+    from zkcoord.faults import campaign
+    from zkcoord.faults.interrupts import signals_held
+
+    cleaned = []
+
+    def run_campaign(options):
+        with signals_held():  # a run's cleanup: the stop waits for it
+            sigterm_self()
+            cleaned.append(True)
+        raise AssertionError("SIGTERM did not stop the campaign")
+
+    monkeypatch.setattr(campaign, "run_campaign", run_campaign)
+    assert cli.main(["faults", "run", "--out", str(tmp_path)]) == 0
+    assert cleaned == [True]
+    assert "interrupted" not in capsys.readouterr().err
 
 
 def test_ctrl_c_during_zk_start_is_one_line_and_130():

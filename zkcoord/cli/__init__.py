@@ -29,7 +29,7 @@ from zkcoord.cli.common import (
     reset_interruption,
 )
 from zkcoord.cli.parser import build_parser
-from zkcoord.errors import ConfigError, LogError, ZkcoordError
+from zkcoord.errors import ConfigError, LogError, StopRequested, ZkcoordError
 from zkcoord.zk import admin
 
 __all__ = ["build_parser", "main"]
@@ -48,6 +48,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = _run(argv)
     except KeyboardInterrupt:  # Ctrl-C wherever it came, after the command's cleanup ran
         mark_interrupted()
+        code = EXIT_OK
+    except StopRequested:  # SIGTERM during a start-up, after the command's cleanup ran: a requested stop
         code = EXIT_OK
     finally:
         if threading.current_thread() is threading.main_thread():  # only there can a command have set them

@@ -19,7 +19,7 @@ from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
 
 from zkcoord import env
-from zkcoord.errors import ConfigError, ZkcoordError
+from zkcoord.errors import ConfigError, StopRequested, ZkcoordError
 from zkcoord.security.client import ClientSecurity
 from zkcoord.tables import format_table
 from zkcoord.zk import layout
@@ -191,6 +191,16 @@ def interrupt_event() -> threading.Event:
     signal.signal(signal.SIGINT, on_interrupt)
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     return stop
+
+
+def stop_on_sigterm() -> None:
+    """SIGTERM raises StopRequested until :func:`interrupt_event` takes over: for a start-up that no event can cut
+    short, which then unwinds with its cleanup as at Ctrl-C, and the command exits 0."""
+
+    def on_sigterm(*_) -> None:
+        raise StopRequested
+
+    signal.signal(signal.SIGTERM, on_sigterm)
 
 
 def wait_until_set(stop: threading.Event) -> None:

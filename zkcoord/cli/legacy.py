@@ -26,6 +26,7 @@ from zkcoord.cli.common import (
     parse_key_values,
     print_table,
     read_properties,
+    stop_on_sigterm,
     zk_connect,
     zookeeper,
     zookeeper_at,
@@ -135,6 +136,7 @@ def cmd_legacy_run(args: argparse.Namespace) -> int:
     printing = args.print or args.print_key or args.print_offsets
     notices = sys.stderr if printing else sys.stdout  # with records on standard output, it carries nothing else
     with contextlib.ExitStack() as cleanup:
+        stop_on_sigterm()  # until the readers' event: SIGTERM during start-up unwinds as Ctrl-C does, and exits 0
         source = _open_source(args, properties["zookeeper.connect"])
         cleanup.callback(source.close)
         sinks: list[Callable] = [_print_rebalance(args.json, notices)]

@@ -8,25 +8,28 @@ import contextlib
 import signal
 from collections.abc import Iterator
 
+from zkcoord.errors import StopRequested
+
 
 class _Interrupts:
     """Whether cleanup is under way, and whether a signal came meanwhile (signals run in the main thread)."""
 
     holding = 0
-    pending = False
+    pending: type[BaseException] | None = None
 
 
 def stop_on_interrupt() -> None:
-    """Make Ctrl-C and SIGTERM stop the run under way (as KeyboardInterrupt), never in the middle of its cleanup;
-    later signals are ignored, so the cleanup they started finishes."""
+    """Make Ctrl-C (KeyboardInterrupt, exit 130) and SIGTERM (StopRequested, exit 0) stop the run under way, never
+    in the middle of its cleanup; later signals are ignored, so the cleanup they started finishes."""
 
     def interrupt(signum, frame) -> None:
         for each in (signal.SIGINT, signal.SIGTERM):
             signal.signal(each, signal.SIG_IGN)
+        stop = KeyboardInterrupt if signum == signal.SIGINT else StopRequested
         if _Interrupts.holding:
-            _Interrupts.pending = True
+            _Interrupts.pending = stop
         else:
-            raise KeyboardInterrupt
+            raise stop
 
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, interrupt)
@@ -40,6 +43,6 @@ def signals_held() -> Iterator[None]:
         yield
     finally:
         _Interrupts.holding -= 1
-        if not _Interrupts.holding and _Interrupts.pending:
-            _Interrupts.pending = False
-            raise KeyboardInterrupt
+        if not _Interrupts.holding and _Interrupts.pending is not None:
+            stop, _Interrupts.pending = _Interrupts.pending, None
+            raise stop
