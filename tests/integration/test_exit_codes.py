@@ -249,7 +249,12 @@ CASES = [
         ],
         "no ZooKeeper session with 127.0.0.1:1 within 500 ms",
     ),
-    Case("coordinator status", OK, lambda w: ["coordinator", "status", *zk_(w)], "PARTITION"),
+    Case(  # ok with a node that answers: test_coordinator_server
+        "coordinator status",
+        CHECK_FAILED,
+        lambda w: ["coordinator", "status", *zk_(w)],
+        "error: no coordinator node is registered under /zkcoord",
+    ),
     Case("coordinator status", USAGE, lambda w: ["coordinator", "status", "--root"], "expected one argument"),
     Case(
         "coordinator status",

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from zkcoord.cli.common import (
     EXIT_OK,
+    EXIT_PROBLEM,
     EXIT_USAGE,
     client_security,
     command_config_option,
@@ -93,6 +94,9 @@ def cmd_coordinator_status(args: argparse.Namespace) -> int:
     # a registered node that does not answer is a connection error: shown, said on stderr, exit 2
     unreachable = [node for node in status["nodes"] if node["error"]]
     code = EXIT_USAGE if unreachable else EXIT_OK
+    if not status["nodes"]:  # most often a mistyped --root or chroot, which would read as an idle cluster
+        print(f"error: no coordinator node is registered under {args.root}", file=sys.stderr)
+        code = EXIT_PROBLEM
     for node in unreachable:
         print(
             f"error: node {node['node_id']} at {node['host']}:{node['port']} did not answer ({node['error']}): its "
@@ -101,6 +105,8 @@ def cmd_coordinator_status(args: argparse.Namespace) -> int:
         )
     if args.json:
         emit_json(status)
+        return code
+    if not status["nodes"]:
         return code
     rows = [
         (
