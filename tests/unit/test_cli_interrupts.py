@@ -48,15 +48,6 @@ def test_the_resume_hint_a_command_set_is_in_the_line(monkeypatch, capsys):
     )
 
 
-def test_a_cleared_hint_is_not_said(monkeypatch, capsys):
-    def finished_then_interrupted(args):
-        common.set_resume_hint("half done", "it again")
-        common.clear_resume_hint()
-        interrupted()
-
-    assert main_with(monkeypatch, capsys, finished_then_interrupted) == (130, "interrupted\n")
-
-
 def test_a_command_that_handled_ctrl_c_itself_still_exits_130(monkeypatch, capsys):
     def stopped_cleanly(args):
         common.mark_interrupted()  # what interrupt_event's SIGINT handler does before the command returns

@@ -147,13 +147,8 @@ class _Interruption:
 def set_resume_hint(state: str, resume: str) -> None:
     """Say what Ctrl-C leaves from now on: ``zkcoord`` then prints ``interrupted; the state is STATE; run RESUME to
     resume`` (e.g. ``set_resume_hint("step 0002 under way for group orders", "zkcoord migrate up --group orders")``).
-    A later call replaces it; :func:`clear_resume_hint` removes it when nothing is left half done."""
+    A later call replaces it."""
     _Interruption.hint = (state, resume)
-
-
-def clear_resume_hint() -> None:
-    """Ctrl-C from now on leaves nothing to resume: ``zkcoord`` prints only ``interrupted``."""
-    _Interruption.hint = None
 
 
 def mark_interrupted() -> None:
