@@ -117,9 +117,8 @@ class BridgeChecks:
         """Poke the legacy members once a partition stayed unowned longer than they retry while the coordinator
         members are settled: a JVM member that gave up waits for the next change, and this is one."""
         group = self.core.groups.get(group_id)
-        topics = {t for cid in view.legacy_ids for t in view.registrations[cid].subscription}
         counts = view.partition_counts
-        unowned = any((t, p) not in view.owners for t in topics if t in counts for p in range(counts[t]))
+        unowned = any((t, p) not in view.owners for t in view.legacy_topics() if t in counts for p in range(counts[t]))
         settled = group is None or group.state in (GroupState.STABLE, GroupState.EMPTY)
         now = self.clock.monotonic_ms()
         if not (unowned and settled and view.legacy_ids):

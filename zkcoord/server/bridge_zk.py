@@ -65,6 +65,11 @@ class GroupView:
     def legacy_ids(self) -> frozenset[str]:
         return frozenset(self.registrations) - self.state.consumer_ids
 
+    def legacy_topics(self) -> set[str]:
+        """The topics the legacy members subscribe to, their wildcards matched against the cluster's topics."""
+        legacy = {cid: self.registrations[cid] for cid in self.legacy_ids}
+        return _subscribed_topics(legacy, list(self.partition_counts))
+
 
 def read_group(zk: KazooClient, root: str, group: str) -> GroupView | None:
     """Everything the bridge decides from, pipelined; None when the group is not bridged."""
