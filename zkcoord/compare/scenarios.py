@@ -330,3 +330,30 @@ class GroupView:
         """Partitions whose records below their end offset are not all processed yet: how many are left."""
         left = {tp: end - 1 - self.processed_up_to.get(tp, -1) for tp, end in end_offsets.items()}
         return {tp: count for tp, count in left.items() if count > 0}
+
+
+# The order in which a team moves through the variants, from a 0.8.2 ZooKeeper group to KIP-848's consumer protocol:
+# the report lists them in it and says what changed at each step. It names variants before they exist, so that one
+# added to VARIANTS later takes its place; a variant not named here comes after all of these.
+MIGRATION_PATH = (
+    LEGACY,
+    # zkcoord's coordinator, the classic protocol: its own client, then librdkafka through its Kafka listener
+    "eager",
+    "cooperative",
+    "static",
+    "rdkafka-eager",
+    "rdkafka-cooperative",
+    "rdkafka-static",
+    # the mixed group: legacy members replaced (member-migration only, beside the whole group stopped at once)
+    WHOLE_GROUP,
+    MEMBER_BY_MEMBER,
+    f"rdkafka-{WHOLE_GROUP}",
+    f"rdkafka-{MEMBER_BY_MEMBER}",
+    # Kafka's own coordinator, the classic protocol
+    "kafka-eager",
+    "kafka-cooperative",
+    "kafka-static",
+    "classic-kafka4",
+    # KIP-848's consumer protocol on a Kafka 4 broker
+    "kip848",
+)

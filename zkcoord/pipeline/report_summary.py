@@ -1,13 +1,13 @@
 """The rebalance report's summary rows once collected (lists of dicts): the metric names, the old / new ratios,
-the order of docs/compare.md, and the terminal table.
+their order (docs/compare.md's scenarios, the variants along the migration path), and the terminal table.
 
 Pure: no IO; must not import pyspark, matplotlib, gevent, kazoo, the runtime or the server.
 """
 
 import math
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 
-from zkcoord.compare.scenarios import SCENARIOS, VARIANTS, baseline
+from zkcoord.compare.scenarios import MIGRATION_PATH, SCENARIOS, baseline
 from zkcoord.tables import format_table
 
 METRICS = (
@@ -71,9 +71,10 @@ def format_ratio(ratio: float | None, blank: str = "") -> str:
 
 
 def terminal_table(summary: list[dict], incomplete: Collection[tuple[str, str]] = ()) -> str:
-    """The headline values of every run, then their old / new ratios per scenario and coordinator variant; runs in
-    ``incomplete`` (scenario, variant) are marked and have no ratio."""
+    """The headline values of every run, then their old / new ratios per scenario and coordinator variant, both in
+    :func:`sort_rows`' order; runs in ``incomplete`` (scenario, variant) are marked and have no ratio."""
     columns = [*HEADLINE_METRICS, "records_missed"]
+    summary = sort_rows(summary)
 
     def variant(row: dict) -> str:
         return f"{row['variant']} (INCOMPLETE)" if (row["scenario"], row["variant"]) in incomplete else row["variant"]
@@ -110,11 +111,15 @@ def _format_value(value) -> str:
 
 
 def sort_rows(rows: list[dict]) -> list[dict]:
-    """Rows in the order of docs/compare.md's scenarios and variants, unknown ones after them by name."""
+    """Rows in the order of docs/compare.md's scenarios, and within a scenario in the order a team moves through
+    the variants (``MIGRATION_PATH``); unknown scenarios and variants after the known ones, by name."""
+    return sorted(rows, key=lambda row: (_rank(SCENARIOS, row["scenario"]), _rank(MIGRATION_PATH, row["variant"])))
 
-    variants = list(VARIANTS)
 
-    def rank(order: Sequence[str], name: str) -> tuple[int, str]:
-        return (order.index(name), "") if name in order else (len(order), name)
+def along_path(variants: Iterable[str]) -> list[str]:
+    """Each of ``variants`` once, in :func:`sort_rows`' order."""
+    return sorted(set(variants), key=lambda variant: _rank(MIGRATION_PATH, variant))
 
-    return sorted(rows, key=lambda row: (rank(SCENARIOS, row["scenario"]), rank(variants, row["variant"])))
+
+def _rank(order: Sequence[str], name: str) -> tuple[int, str]:
+    return (order.index(name), "") if name in order else (len(order), name)
