@@ -1,16 +1,21 @@
 """The rebalance report's page (zkcoord.pipeline.report_html) read as a reader would, without a browser: every
 section says how to read it, ratios say which way is better, headers are words, load is per second, tables scroll
 inside their box with numbers to the right, runs that did not finish are flagged, killed members are drawn until
-their kill."""
+their kill, every table lists the variants along the migration path (the terminal table too) and a paragraph per
+scenario tells each step of it with the tables' figures."""
 
+import re
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
+from itertools import pairwise
 
 import pytest
 
+from zkcoord.compare.scenarios import MIGRATION_PATH, VARIANTS
 from zkcoord.pipeline.report_html import INTERRUPTED, render_report
+from zkcoord.pipeline.report_path import STEP_FIGURES
 from zkcoord.pipeline.report_plots import partition_labels, timeline_bars
-from zkcoord.pipeline.report_summary import METRICS
+from zkcoord.pipeline.report_summary import METRICS, terminal_table
 from zkcoord.pipeline.report_text import HEADERS, RATIO_DIRECTION, SECTIONS
 
 VOID = {"img", "meta", "br", "hr", "link", "input"}
@@ -137,8 +142,8 @@ def test_the_page_says_what_old_and_new_are_and_every_section_how_to_read_it(com
     assert "Old is Kafka 0.8.2's rebalance through ZooKeeper" in intro and "New is the group coordinator" in intro
     sections = complete_page.all("section")
     kinds = [section.attrs["class"] for section in sections]
-    assert kinds[:4] == ["runs", "rebalancing", "load", "ratios"]
-    assert kinds[4:] == ["steps", "ownership", "pauses"] * 2  # per scenario
+    assert kinds[:5] == ["runs", "rebalancing", "load", "ratios", "path"]
+    assert kinds[5:] == ["steps", "ownership", "pauses"] * 2  # per scenario
     for section in sections:
         explanations = section.all("p", "explain")
         assert len(explanations) == 1 and explanations[0].content().strip(), section.attrs["class"]
@@ -154,9 +159,10 @@ def test_every_ratio_says_which_way_is_better_and_the_roles_are_named(complete_p
     assert [th.all("span", "direction")[0].content() for th in header[2:]] == [RATIO_DIRECTION] * (len(header) - 2)
     assert RATIO_DIRECTION == "old ÷ new, higher is better for new"
     rows = [[td.content() for td in tr.all("td")] for tr in ratios.all("tr")[1:]]
-    assert [row[:2] for row in rows] == [["kill", "legacy ÷ eager"], ["rolling-bounce", "legacy ÷ static"]]
+    # Scenarios in docs/compare.md's order, whatever the order of the rows given.
+    assert [row[:2] for row in rows] == [["rolling-bounce", "legacy ÷ static"], ["kill", "legacy ÷ eager"]]
     variants = [tr.all("td")[1].content() for tr in complete_page.all("section", "rebalancing")[0].all("tr")[1:]]
-    assert variants == ["legacy (old)", "eager (new)", "legacy (old)", "static (new)"]
+    assert variants == ["legacy (old)", "static (new)", "legacy (old)", "eager (new)"]
 
 
 def test_headers_are_words_not_column_names(complete_page):
@@ -168,7 +174,7 @@ def test_headers_are_words_not_column_names(complete_page):
 def test_load_is_compared_per_second_of_window_where_windows_differ(complete_page):
     load = complete_page.all("section", "load")[0]
     columns = [th.all("#text")[0].text for th in load.all("th")]
-    kill_legacy, kill_eager = ([td.content() for td in tr.all("td")] for tr in load.all("tr")[1:3])
+    kill_legacy, kill_eager = (row for row in cells(load) if row[0] == "kill")
     at = columns.index
     assert (kill_legacy[at("Window (s)")], kill_eager[at("Window (s)")]) == ("20.00", "10.00")
     assert kill_legacy[at("ZooKeeper writes per s")] == "20.00"
@@ -209,7 +215,7 @@ def test_runs_that_did_not_finish_are_flagged_everywhere_and_left_out_of_the_rat
     for kind in ("rebalancing", "load"):
         rows = flagged.all("section", kind)[0].all("tr", "interrupted")
         assert [tr.all("td")[1].content() for tr in rows] == ["eager (new) — INTERRUPTED — incomplete"]
-    assert "(INTERRUPTED — incomplete: eager)" in flagged.all("h2")[-2].content()  # the kill scenario's heading
+    assert "(INTERRUPTED — incomplete: eager)" in flagged.all("h2")[-1].content()  # the kill scenario's heading
     ratios = [tr.all("td")[1].content() for tr in flagged.all("section", "ratios")[0].all("tr")[1:]]
     assert ratios == ["legacy ÷ static"]
 
@@ -230,3 +236,140 @@ def test_partition_labels_are_thinned_to_stay_readable():
     assert (rows[:3], labels[:3], len(labels), title) == ([0, 4, 8], ["0", "4", "8"], 16, "partition of kill.legacy.0")
     rows, labels, _ = partition_labels([("a", 0), ("a", 1), ("b", 0)])
     assert (rows, labels) == ([0, 1, 2], ["0-0", "0-1", "1-0"])
+
+
+# Every stage of the migration path in one scenario, its rows given out of order, and two variants the path does not
+# know (they come last, by name). Figures: rebalances, longest pause, partitions moved, unowned partition-s, twice.
+PATH_FIGURES = {
+    "kip848": (1, 40, 4, 0.5, 0),
+    "zz-next": (2, None, 4, 0.5, 0),  # no member paused twice: no pause to compare
+    "static": (0, 64, 0, 0.0, 0),
+    "legacy": (8, 1_282, 40, 12.25, 30),
+    "kafka-cooperative": (5, 130, 10, 1.5, 4),
+    "eager": (4, 640, 30, 3.0, 10),
+    "aa-next": (1, 40, 4, 0.5, 0),  # kip848's figures: every one left as it was
+    "classic-kafka4": (5, 130, 12, 1.25, 4),
+    "cooperative": (6, 120, 10, 1.5, 10),
+}
+ROLLING_PATH = [
+    "legacy",
+    "eager",
+    "cooperative",
+    "static",
+    "kafka-cooperative",
+    "classic-kafka4",
+    "kip848",
+    "aa-next",
+    "zz-next",
+]
+PATH_SUMMARY = [
+    run_row("rolling-bounce", variant, **dict(zip(STEP_FIGURES, figures, strict=True)))
+    for variant, figures in PATH_FIGURES.items()
+] + [
+    # A later scenario's variants take their place on the path in the table of variants too.
+    run_row("member-migration", "member-by-member", rebalances=20),
+    run_row("member-migration", "whole-group", rebalances=1),
+    run_row("kill", "cooperative", rebalances=1),
+    run_row("kill", "eager", rebalances=3),  # did not finish
+    run_row("kill", "legacy", rebalances=5),
+    run_row("coordinator-failover", "eager"),
+]
+PATH_STEPS = [
+    {"scenario": "rolling-bounce", "variant": variant, "step": step, "name": f"bounce m0{step}"}
+    | {"start_ms": 10_000 * step, "end_ms": 10_000 * step + 5_000, "assignments": 2, "time_to_stable_ms": 100}
+    for variant in PATH_FIGURES
+    for step in (2, 1)
+]
+PATH_INCOMPLETE = {("kill", "eager"): "interrupted (SIGINT)"}
+PATH_SCENARIOS = ["rolling-bounce", "kill", "coordinator-failover", "member-migration"]  # docs/compare.md's order
+
+
+@pytest.fixture(scope="module")
+def path_page() -> Element:
+    ownership = [interval(row["scenario"], row["variant"], 0, "m00#1", 1_000, 20_000) for row in PATH_SUMMARY]
+    return parse(render_report(PATH_SUMMARY, [], PATH_STEPS, ownership, [], PATH_INCOMPLETE))
+
+
+def cells(section: Element) -> list[list[str]]:
+    return [[td.content() for td in tr.all("td")] for tr in section.all("tr")[1:]]
+
+
+def test_the_path_runs_from_legacy_through_every_variant_to_kip848():
+    assert MIGRATION_PATH[0] == "legacy" and MIGRATION_PATH[-2:] == ("classic-kafka4", "kip848")
+    assert len(set(MIGRATION_PATH)) == len(MIGRATION_PATH)
+    assert set(VARIANTS) <= set(MIGRATION_PATH), "a variant without its place on the path would come last"
+
+
+def test_every_table_lists_the_variants_along_the_migration_path(path_page):
+    variants = [row[0] for row in cells(path_page.all("section", "runs")[0])]
+    assert variants == ROLLING_PATH[:4] + ["whole-group", "member-by-member", *ROLLING_PATH[4:]]
+    for kind in ("rebalancing", "load"):
+        rows = [row[:2] for row in cells(path_page.all("section", kind)[0])]
+        assert [variant.split(" (")[0] for scenario, variant in rows if scenario == "rolling-bounce"] == ROLLING_PATH
+        assert list(dict.fromkeys(scenario for scenario, _ in rows)) == PATH_SCENARIOS
+    ratios = [row[:2] for row in cells(path_page.all("section", "ratios")[0])]
+    assert [compared for scenario, compared in ratios if scenario == "rolling-bounce"] == [
+        f"legacy ÷ {variant}" for variant in ROLLING_PATH[1:]
+    ]
+    steps = [(row[0], row[1]) for row in cells(path_page.all("section", "steps")[0])]  # rolling-bounce's
+    assert steps == [(variant, step) for variant in ROLLING_PATH for step in ("1", "2")]
+
+
+def step_figures(clauses: str) -> dict[str, tuple[str, ...]]:
+    """``cut A from x to y and B from …, raised …, and left C at z`` → {name: (verb, x, y) or ("left", z)}."""
+    number = r"([\d,]*\d(?:\.\d+)?)(?: ms)?"
+    verbs = [(match.start(), match.group(1)) for match in re.finditer(r"\b(cut|raised|left)\b", clauses)]
+    found = {}
+    for name, _ in STEP_FIGURES.values():
+        matches = list(re.finditer(rf"{re.escape(name)} (?:from {number} to {number}|at {number})", clauses))
+        assert len(matches) <= 1, name
+        if matches:
+            verb = [verb for start, verb in verbs if start < matches[0].start()][-1]
+            values = matches[0].groups()
+            found[name] = ("left", values[2]) if verb == "left" else (verb, values[0], values[1])
+    return found
+
+
+def test_a_paragraph_per_scenario_tells_each_step_with_the_figures_of_the_tables(path_page):
+    paragraphs = path_page.all("section", "path")[0].all("p", "path")
+    scenarios = [paragraph.all("strong")[0].content() for paragraph in paragraphs]
+    assert scenarios == PATH_SCENARIOS
+    rolling = paragraphs[0].content().removeprefix("rolling-bounce: ")
+    sentences = re.split(r"(?<=\.) (?=[A-Z])", rolling)
+    table = {}  # variant: {header: cell} of rolling-bounce in both run tables
+    for kind in ("rebalancing", "load"):
+        section = path_page.all("section", kind)[0]
+        headers = [th.all("#text")[0].text for th in section.all("th")]
+        for row in cells(section):
+            if row[0] == "rolling-bounce":
+                table.setdefault(row[1].split(" (")[0], {}).update(zip(headers, row, strict=True))
+    steps = []
+    for index, sentence in enumerate(sentences):
+        start = "Moving from" if index == 0 else "From"
+        before, after, clauses = re.fullmatch(rf"{start} (\S+) to (\S+) (.*)\.", sentence).groups()
+        steps.append((before, after))
+        told = step_figures(clauses)
+        for metric, (name, _) in STEP_FIGURES.items():
+            written = [table[variant][HEADERS[metric]] for variant in (before, after)]
+            if "" in written:  # a figure one of them lacks is not told
+                assert name not in told, (before, after, name)
+                continue
+            old, new = (PATH_FIGURES[variant][list(STEP_FIGURES).index(metric)] for variant in (before, after))
+            expected = ("left", written[0]) if old == new else ("cut" if new < old else "raised", *written)
+            assert told[name] == expected, (before, after, name)
+    assert steps == list(pairwise(ROLLING_PATH))
+    assert "rebalances from 8 to 4" in sentences[0] and "the longest member pause from 1,282 ms to 640 ms" in rolling
+    kill, failover, migration = (paragraph.content() for paragraph in paragraphs[1:])
+    assert kill.startswith("kill: Moving from legacy to cooperative cut rebalances from 5 to 1")
+    assert kill.endswith(" Left out: eager, which did not finish.")
+    assert failover == "coordinator-failover: Only eager finished, so there is no step to describe."
+    assert migration.startswith("member-migration: Moving from whole-group to member-by-member raised rebalances")
+
+
+def test_the_terminal_lists_the_runs_and_ratios_along_the_path_too():
+    summary = [row for row in PATH_SUMMARY if row["scenario"] == "rolling-bounce"]
+    lines = terminal_table(summary).splitlines()
+    runs = [line.split()[1] for line in lines[1 : 1 + len(summary)]]
+    assert runs == ROLLING_PATH
+    ratios = [line.split()[3] for line in lines if line.startswith("rolling-bounce") and " / " in line]
+    assert ratios == ROLLING_PATH[1:]

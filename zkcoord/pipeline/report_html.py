@@ -1,6 +1,7 @@
 """The rebalance report as one self-contained HTML page 1,400 px wide: what old and new mean, tables with human
-headers, the old ÷ new ratios with their direction, and per scenario its steps and plots (embedded PNG), each
-section saying how to read it. Runs that did not finish are flagged in a banner and left out of the ratios.
+headers and the variants in migration-path order, the old ÷ new ratios with their direction, what each step of the
+path changed, and per scenario its steps and plots (embedded PNG), each section saying how to read it. Runs that
+did not finish are flagged in a banner and left out of the ratios and the path's steps.
 
 Takes the small tables the Spark job collected (lists of dicts). Must not import pyspark, gevent, kazoo, the
 runtime or the server.
@@ -8,8 +9,9 @@ runtime or the server.
 
 from html import escape
 
+from zkcoord.pipeline.report_path import path_paragraphs
 from zkcoord.pipeline.report_plots import pause_figure, png_base64, timeline_figure
-from zkcoord.pipeline.report_summary import ratio_rows, with_rates
+from zkcoord.pipeline.report_summary import along_path, ratio_rows, sort_rows, with_rates
 from zkcoord.pipeline.report_text import (
     HEADERS,
     LOAD_COLUMNS,
@@ -19,6 +21,7 @@ from zkcoord.pipeline.report_text import (
     REBALANCE_COLUMNS,
     SECTIONS,
     describe_variant,
+    format_number,
     role,
 )
 
@@ -53,7 +56,7 @@ def render_report(
     """The page. ``kills``: the ``killed`` member events (scenario, variant, instance, time_ms); ``incomplete``:
     why each run that did not finish stopped, by (scenario, variant)."""
     incomplete = incomplete or {}
-    rows = [with_rates(row) for row in summary]
+    rows = [with_rates(row) for row in sort_rows(summary)]
     complete = [row for row in rows if (row["scenario"], row["variant"]) not in incomplete]
     ratios = ratio_rows(complete, RATIO_COLUMNS)
     sections = [
@@ -62,6 +65,7 @@ def render_report(
         _section("Rebalances and pauses", "rebalancing", _run_table(rows, REBALANCE_COLUMNS, incomplete)),
         _section("Records and load", "load", _run_table(rows, LOAD_COLUMNS, incomplete)),
         _section("Old ÷ new", "ratios", _ratio_table(ratios)),
+        _section("Step by step along the migration path", "path", _path_paragraphs(rows, incomplete)),
     ]
     for scenario in dict.fromkeys(row["scenario"] for row in rows):
         runs = [row for row in rows if row["scenario"] == scenario]
@@ -127,8 +131,7 @@ def _cell(value) -> str:
         return "<td></td>"
     if not _is_number(value):
         return f"<td>{escape(str(value))}</td>"
-    text = f"{value:,.2f}" if isinstance(value, float) else f"{value:,}"  # a ratio's inf stays "inf"
-    return f'<td class="number">{text}</td>'
+    return f'<td class="number">{format_number(value)}</td>'
 
 
 def _table(columns: list[str], rows: list[list], row_classes: list[str] | None = None, directions: bool = False) -> str:
@@ -154,7 +157,7 @@ def _attributed(tag: str, kind: str) -> str:
 
 
 def _variants_table(rows: list[dict]) -> str:
-    variants = list(dict.fromkeys(row["variant"] for row in rows))
+    variants = along_path(row["variant"] for row in rows)  # a variant of a later scenario only takes its place too
     return (
         '<div class="table-box">\n<table>\n<tr><th>Variant</th><th>Old or new</th><th>What it runs</th></tr>\n'
         + "\n".join(
@@ -188,6 +191,13 @@ def _ratio_table(ratios: list[dict]) -> str:
             for row in ratios
         ],
         directions=True,
+    )
+
+
+def _path_paragraphs(rows: list[dict], incomplete: dict) -> str:
+    return "\n".join(
+        f'<p class="path"><strong>{escape(scenario)}</strong>: {escape(paragraph)}</p>'
+        for scenario, paragraph in path_paragraphs(rows, incomplete).items()
     )
 
 

@@ -80,14 +80,17 @@ OLD_AND_NEW = (
 
 SECTIONS = {
     "runs": (
-        "Which rebalance each variant runs. A run's window opens when its group has settled after the warm-up and "
-        "closes when every record has been processed. Every metric below is counted within the window, except "
-        "<em>records never processed</em>, which checks every record the run produced."
+        "Which rebalance each variant runs, in the order a team would move through them: the legacy ZooKeeper "
+        "group, zkcoord's coordinator (eager, cooperative, static; its own client, then librdkafka), the mixed "
+        "group of a member-by-member migration, Kafka's classic protocol, KIP-848's consumer protocol. Every "
+        "table and plot below lists them in this order. A run's window opens when its group has settled after the "
+        "warm-up and closes when every record has been processed. Every metric below is counted within the window, "
+        "except <em>records never processed</em>, which checks every record the run produced."
     ),
     "rebalancing": (
         "What the scenario's steps cost each variant, counted within the window (every step falls in it): the same "
         "steps ran under every variant, so these compare directly. Lower is better in every column. Read down a "
-        "scenario's rows: the old rebalance is the first row."
+        "scenario's rows, one step of the migration path after another: the old rebalance is the first row."
     ),
     "load": (
         "Work done and the load put on ZooKeeper and the coordinator. These counts grow with the window, and the "
@@ -99,6 +102,13 @@ SECTIONS = {
         f"<strong>{RATIO_DIRECTION}</strong> (above 1.00 the new rebalance did better, below it worse). "
         "ZooKeeper load is compared per second of window. Coordinator requests have no ratio: the old rebalance "
         "has no coordinator (the new one does that work instead of ZooKeeper; see <em>Records and load</em>)."
+    ),
+    "path": (
+        "What changed at each step from one variant to the next, in the order above, per scenario, for the "
+        "variants that ran and finished: each figure before and after the step, as the tables give it. The ratios "
+        "above stay old ÷ new: a ratio of one step to the next would change its meaning with the variants a run "
+        "includes (the step into kip848 comes from classic-kafka4 in one run, from cooperative in another), where "
+        "the two values say what the step changed either way."
     ),
     "steps": (
         "Each step of the scenario under each variant: when it began, how long it lasted (until the next step or "
@@ -119,6 +129,11 @@ SECTIONS = {
         "stopped, a single high point that one member did."
     ),
 }
+
+
+def format_number(value: int | float) -> str:
+    """A number as the page writes it: thousands separated, a float with two decimals (``inf`` stays ``inf``)."""
+    return f"{value:,.2f}" if isinstance(value, float) else f"{value:,}"
 
 
 def role(variant: str) -> str:
