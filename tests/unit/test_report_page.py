@@ -317,7 +317,7 @@ def test_every_table_lists_the_variants_along_the_migration_path(path_page):
 
 def step_figures(clauses: str) -> dict[str, tuple[str, ...]]:
     """``cut A from x to y and B from …, raised …, and left C at z`` → {name: (verb, x, y) or ("left", z)}."""
-    number = r"([\d,]*\d(?:\.\d+)?)(?: ms)?"
+    number = r"([\d,]*\d(?:\.\d+)?)(?:\s?ms)?"
     verbs = [(match.start(), match.group(1)) for match in re.finditer(r"\b(cut|raised|left)\b", clauses)]
     found = {}
     for name, _ in STEP_FIGURES.values():
@@ -335,7 +335,7 @@ def test_a_paragraph_per_scenario_tells_each_step_with_the_figures_of_the_tables
     scenarios = [paragraph.all("strong")[0].content() for paragraph in paragraphs]
     assert scenarios == PATH_SCENARIOS
     rolling = paragraphs[0].content().removeprefix("rolling-bounce: ")
-    sentences = re.split(r"(?<=\.) (?=[A-Z])", rolling)
+    sentences = rolling.split("\n")  # a line per step
     table = {}  # variant: {header: cell} of rolling-bounce in both run tables
     for kind in ("rebalancing", "load"):
         section = path_page.all("section", kind)[0]
@@ -358,10 +358,11 @@ def test_a_paragraph_per_scenario_tells_each_step_with_the_figures_of_the_tables
             expected = ("left", written[0]) if old == new else ("cut" if new < old else "raised", *written)
             assert told[name] == expected, (before, after, name)
     assert steps == list(pairwise(ROLLING_PATH))
-    assert "rebalances from 8 to 4" in sentences[0] and "the longest member pause from 1,282 ms to 640 ms" in rolling
+    assert "rebalances from 8 to 4" in sentences[0]
+    assert "the longest member pause from 1,282\u00a0ms to 640\u00a0ms" in sentences[0]  # no break before a unit
     kill, failover, migration = (paragraph.content() for paragraph in paragraphs[1:])
     assert kill.startswith("kill: Moving from legacy to cooperative cut rebalances from 5 to 1")
-    assert kill.endswith(" Left out: eager, which did not finish.")
+    assert kill.endswith("\nLeft out: eager, which did not finish.")
     assert failover == "coordinator-failover: Only eager finished, so there is no step to describe."
     assert migration.startswith("member-migration: Moving from whole-group to member-by-member raised rebalances")
 

@@ -29,7 +29,7 @@ INTERRUPTED = "INTERRUPTED — incomplete"
 
 STYLE = """
 body { font-family: sans-serif; margin: 2em; color: #222; max-width: 1336px; }
-p.explain { max-width: 70em; line-height: 1.4; }
+p.explain, p.path { max-width: 70em; line-height: 1.4; }
 .table-box { max-width: 100%; overflow-x: auto; }
 table { border-collapse: collapse; margin: 0.5em 0 1em; font-size: 0.85em; }
 th, td { border: 1px solid #ccc; padding: 0.3em 0.5em; }
@@ -195,9 +195,11 @@ def _ratio_table(ratios: list[dict]) -> str:
 
 
 def _path_paragraphs(rows: list[dict], incomplete: dict) -> str:
+    """A paragraph per scenario, a line per step: a long path stays scannable."""
+    line_break = "<br>\n"
     return "\n".join(
-        f'<p class="path"><strong>{escape(scenario)}</strong>: {escape(paragraph)}</p>'
-        for scenario, paragraph in path_paragraphs(rows, incomplete).items()
+        f'<p class="path"><strong>{escape(scenario)}</strong>: {line_break.join(map(escape, sentences))}</p>'
+        for scenario, sentences in path_paragraphs(rows, incomplete).items()
     )
 
 

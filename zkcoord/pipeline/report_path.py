@@ -15,16 +15,16 @@ from zkcoord.pipeline.report_text import format_number
 # (ZooKeeper's load is left to the ratios: it changes once, at the first step, and says nothing about the later ones).
 STEP_FIGURES = {
     "rebalances": ("rebalances", ""),
-    "pause_max_ms": ("the longest member pause", " ms"),
+    "pause_max_ms": ("the longest member pause", "\u00a0ms"),  # no line break between a number and its unit
     "partitions_moved": ("partitions moved", ""),
     "unowned_partition_s": ("unowned partition-seconds", ""),
     "records_duplicated": ("records processed twice", ""),
 }
 
 
-def path_paragraphs(summary: list[dict], incomplete: Collection[tuple[str, str]] = ()) -> dict[str, str]:
-    """Per scenario, in :func:`sort_rows`' order: what changed at each step between the variants whose run finished
-    (runs in ``incomplete`` are named as left out)."""
+def path_paragraphs(summary: list[dict], incomplete: Collection[tuple[str, str]] = ()) -> dict[str, list[str]]:
+    """Per scenario, in :func:`sort_rows`' order, the sentences of its paragraph: one per step between the variants
+    whose run finished, then one naming the runs in ``incomplete``, if any."""
     rows = sort_rows(summary)
     paragraphs = {}
     for scenario in dict.fromkeys(row["scenario"] for row in rows):
@@ -35,17 +35,17 @@ def path_paragraphs(summary: list[dict], incomplete: Collection[tuple[str, str]]
     return paragraphs
 
 
-def _paragraph(finished: list[dict], left_out: list[str]) -> str:
-    """A sentence per step: ``Moving from A to B cut …. From B to C …``."""
+def _paragraph(finished: list[dict], left_out: list[str]) -> list[str]:
+    """``Moving from A to B cut ….``, ``From B to C ….``, …."""
     if len(finished) < 2:
         only = f"Only {finished[0]['variant']} finished" if finished else "No run finished"
-        text = f"{only}, so there is no step to describe."
+        sentences = [f"{only}, so there is no step to describe."]
     else:
         steps = [_step(before, after) for before, after in pairwise(finished)]
-        text = " ".join(f"{'Moving from' if index == 0 else 'From'} {step}." for index, step in enumerate(steps))
+        sentences = [f"{'Moving from' if index == 0 else 'From'} {step}." for index, step in enumerate(steps)]
     if left_out:
-        text += f" Left out: {_listed(left_out)}, which did not finish."
-    return text
+        sentences.append(f"Left out: {_listed(left_out)}, which did not finish.")
+    return sentences
 
 
 def _step(before: dict, after: dict) -> str:
