@@ -48,7 +48,12 @@ TOOLS = Peer(
     "org.apache.kafka:kafka-tools:3.9.2",
     "Kafka 3.9's command-line tools (kafka-consumer-groups, kafka-console-consumer)",
 )
-PEERS = (LEGACY_CONSUMER, BROKER, REBALANCE_VERIFIER, TOOLS)
+KAFKA4 = Peer(
+    "kafka-4.1.1",
+    "org.apache.kafka:kafka_2.13:4.1.1",
+    "a Kafka 4 broker in KRaft mode, with KIP-848's consumer group protocol",
+)
+PEERS = (LEGACY_CONSUMER, BROKER, REBALANCE_VERIFIER, TOOLS, KAFKA4)
 
 
 def cache_root() -> Path:

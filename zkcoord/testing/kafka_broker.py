@@ -1,9 +1,10 @@
-"""A real Kafka 3.9 broker for tests, on the test ZooKeeper, with Kafka's own admin for topics (docs/peers.md).
+"""Real Kafka brokers for tests, with Kafka's own admin for topics (docs/peers.md).
 
-``kafka_cluster(zookeeper_root)`` starts one broker in a fresh chroot of that ZooKeeper and yields a
+``kafka_cluster(zookeeper_root)`` starts one 3.9 broker in a fresh chroot of that ZooKeeper and yields a
 :class:`TestKafka`: its ``zk_connect`` (with the chroot) is where groups that read this broker live, because a
-0.8.2 member reads ``/brokers`` in its own chroot; tests share it and differ by group name. Topics are created
-and grown through the broker (kafka-python's admin client), so ``/brokers/topics`` is written by Kafka.
+0.8.2 member reads ``/brokers`` in its own chroot; tests share it and differ by group name. ``kraft_cluster()``
+starts one Kafka 4 broker in KRaft mode, which has no ZooKeeper (``zk_connect`` is None). Topics are created and
+grown through the broker (kafka-python's admin client), so ``/brokers/topics`` is written by Kafka.
 :class:`KafkaEndpoint` is the same helpers for a broker started elsewhere (the comparison runner's).
 """
 
@@ -12,7 +13,8 @@ import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from zkcoord.peers.broker import KafkaBroker
+from zkcoord.peers.broker import BrokerProcess, KafkaBroker
+from zkcoord.peers.kraft import KraftBroker
 from zkcoord.testing.zookeeper import fresh_chroot, wait_until
 from zkcoord.zk import layout
 from zkcoord.zk.client import started_client
@@ -20,9 +22,10 @@ from zkcoord.zk.client import started_client
 
 @dataclass(frozen=True)
 class KafkaEndpoint:
-    """A running broker as its clients see it: where it serves and the ZooKeeper chroot it registered in."""
+    """A running broker as its clients see it: where it serves and the ZooKeeper chroot it registered in (None
+    for a KRaft broker)."""
 
-    zk_connect: str
+    zk_connect: str | None
     bootstrap: str
 
     def create_topic(self, topic: str, partitions: int) -> None:
@@ -88,7 +91,13 @@ class KafkaEndpoint:
             admin.close()
 
     def _wait_for_leaders(self, topic: str, partitions: int) -> None:
-        """Until the controller has written a leader into every partition's state znode."""
+        """Until every partition has a leader: in ZooKeeper, the controller's state znode; in KRaft, the metadata
+        the broker serves."""
+        what = f"every partition of {topic} to have a leader"
+        if self.zk_connect is None:
+            with self._admin() as admin:
+                wait_until(lambda: _leaders_in_metadata(admin, topic) >= partitions, timeout=30, what=what)
+            return
         with started_client(self.zk_connect) as client:
 
             def led() -> bool:
@@ -98,7 +107,13 @@ class KafkaEndpoint:
                         return False
                 return True
 
-            wait_until(led, timeout=30, what=f"every partition of {topic} to have a leader")
+            wait_until(led, timeout=30, what=what)
+
+
+def _leaders_in_metadata(admin, topic: str) -> int:
+    """How many partitions of ``topic`` have a leader in the broker's metadata."""
+    (described,) = admin.describe_topics([topic])
+    return sum(1 for partition in described["partitions"] if partition["leader_id"] >= 0)
 
 
 @dataclass(frozen=True)
@@ -107,7 +122,7 @@ class TestKafka(KafkaEndpoint):
 
     __test__ = False  # not a pytest test class, despite the name
 
-    broker: KafkaBroker
+    broker: BrokerProcess
 
 
 @contextlib.contextmanager
@@ -116,3 +131,10 @@ def kafka_cluster(zookeeper_root: str, heap_mb: int = 256) -> Iterator[TestKafka
     chroot = fresh_chroot(zookeeper_root, prefix="kafka")
     with KafkaBroker(chroot, heap_mb=heap_mb) as broker:
         yield TestKafka(zk_connect=chroot, bootstrap=broker.bootstrap, broker=broker)
+
+
+@contextlib.contextmanager
+def kraft_cluster(heap_mb: int = 256, overrides: dict[str, str] | None = None) -> Iterator[TestKafka]:
+    """One Kafka 4 broker in KRaft mode (``overrides``: server properties), for the block."""
+    with KraftBroker(heap_mb=heap_mb, overrides=overrides) as broker:
+        yield TestKafka(zk_connect=None, bootstrap=broker.bootstrap, broker=broker)
