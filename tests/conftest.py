@@ -65,3 +65,21 @@ def kafka(zk_server):
 
     with kafka_cluster(zk_server) as cluster:
         yield cluster
+
+
+@pytest.fixture(scope="session")
+def kafka4():
+    """One real Kafka 4 broker (KRaft mode, no ZooKeeper) for the session, serving KIP-848's consumer protocol.
+
+    Its groups' session timeout and heartbeat interval are a comparison run's defaults (the consumer protocol
+    takes them from the broker), so ``compare run`` may be given it. Tests that use it differ by
+    topic and group name.
+    """
+    from zkcoord.compare.kafka4 import broker_properties
+    from zkcoord.compare.runner import CompareOptions
+    from zkcoord.compare.scenarios import Workload
+    from zkcoord.testing.kafka_broker import kraft_cluster
+
+    timings = broker_properties(Workload().session_timeout_ms, CompareOptions.heartbeat_interval_ms)
+    with kraft_cluster(overrides=timings) as cluster:
+        yield cluster

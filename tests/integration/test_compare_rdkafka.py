@@ -8,10 +8,11 @@ and cover every record the broker holds, and show each protocol's known shape: a
 revokes everything, a cooperative one revokes only what moves, a static one does not rebalance at all.
 """
 
-import json
 from pathlib import Path
 
+import compare_support
 import pytest
+from compare_support import emptied_while_staying, of_type, rebalances_in_window
 
 from zkcoord.compare.history import check_history
 from zkcoord.compare.runner import CompareOptions, compare_run
@@ -45,23 +46,7 @@ def compared(tmp_path_factory, kafka):
 
 
 def events(out: Path, variant: str) -> list[dict]:
-    found = []
-    for path in sorted((out / "traces" / SCENARIO / variant).glob("*.jsonl")):
-        found += [json.loads(line) for line in path.read_text().splitlines()]
-    return sorted(found, key=lambda e: e["time_ms"])
-
-
-def of_type(found: list[dict], kind: str) -> list[dict]:
-    return [e for e in found if e["type"] == kind]
-
-
-def rebalances_in_window(found: list[dict]) -> int:
-    """docs/compare.md's ``rebalances`` of a coordinator variant, without Spark."""
-    phases = {e["phase"]: e["time_ms"] for e in of_type(found, "compare.phase")}
-    rebalances = of_type(found, "compare.rebalance")
-    before = max((e["generation"] for e in rebalances if e["time_ms"] < phases["measure"]), default=0)
-    inside = [e for e in rebalances if phases["measure"] <= e["time_ms"] <= phases["end"]]
-    return len({e["generation"] for e in inside if e["generation"] > before})
+    return compare_support.events(out, SCENARIO, variant)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -97,20 +82,11 @@ def test_static_members_come_back_to_their_partitions_without_a_rebalance(compar
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_an_eager_bounce_revokes_everything_a_cooperative_one_only_what_moves(compared, target):
-    def emptied_while_staying(variant: str) -> int:
-        """Assignments that took everything from an instance which went on to own partitions again."""
-        found = of_type(events(compared, variant), "compare.assignment")
-        return sum(
-            1
-            for n, e in enumerate(found)
-            if not e["partitions"] and any(later["instance"] == e["instance"] for later in found[n + 1 :])
-        )
-
     eager, cooperative = events(compared, f"{target}-eager"), events(compared, f"{target}-cooperative")
     assert rebalances_in_window(eager) >= MEMBERS  # at least one per bounce
     assert rebalances_in_window(cooperative) >= MEMBERS
-    assert emptied_while_staying(f"{target}-eager") >= MEMBERS  # the member that stays gives everything up each time
-    assert emptied_while_staying(f"{target}-cooperative") == 0
+    assert emptied_while_staying(eager) >= MEMBERS  # the member that stays gives everything up each time
+    assert emptied_while_staying(cooperative) == 0
     revoked = [e for e in of_type(cooperative, "rdkafka.rebalance") if e["callback"] == "revoke"]
     assert any(e["partitions"] for e in revoked)  # the incremental revocations of partitions that moved
 

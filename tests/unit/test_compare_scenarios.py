@@ -2,9 +2,11 @@
 
 import pytest
 
+from zkcoord.compare.kafka4 import broker_properties
 from zkcoord.compare.member_trace import CompareTrace
 from zkcoord.compare.rdkafka_member import generation_of, rdkafka_member_config
 from zkcoord.compare.scenarios import (
+    CONSUMER_PROTOCOL,
     SCENARIOS,
     VARIANTS,
     ZKCOORD,
@@ -222,3 +224,34 @@ def test_jvm_members_are_refused_on_the_synthetic_source(tmp_path):
     with pytest.raises(ValueError, match="JVM members read a Kafka broker"):
         compare_run(options, say=lambda line: None)
     assert not (tmp_path / "out").exists()
+
+
+def test_a_kip848_member_leaves_the_assignor_and_the_timings_to_the_broker():
+    def config(strategy, **protocol):
+        return rdkafka_member_config("g", [("127.0.0.1", 9092)], "m01", strategy, False, 6000, 1000, 500, **protocol)
+
+    classic, kip848 = config("range"), config("uniform", group_protocol=CONSUMER_PROTOCOL)
+    assert classic["group.protocol"] == "classic" and kip848["group.protocol"] == "consumer"
+    # librdkafka refuses these under the consumer protocol; no group.remote.assignor: the broker's default.
+    refused = {"partition.assignment.strategy", "session.timeout.ms", "heartbeat.interval.ms"}
+    assert set(classic) - set(kip848) == refused
+    assert set(kip848) - set(classic) == set()
+    assert VARIANTS["kip848"].group_protocol == CONSUMER_PROTOCOL
+    assert VARIANTS["classic-kafka4"].group_protocol == "classic" and VARIANTS["classic-kafka4"].strategy == "range"
+
+
+def test_the_kafka4_variants_bring_their_broker_so_any_source_runs_them():
+    assert not VARIANTS["kip848"].reads_kafka and not VARIANTS["classic-kafka4"].reads_kafka
+    assert VARIANTS["kip848"].on_kafka4 and not VARIANTS["kafka-eager"].on_kafka4
+    assert VARIANTS["kafka-eager"].reads_kafka and VARIANTS["rdkafka-static"].reads_kafka
+
+
+def test_the_kafka4_broker_times_consumer_groups_as_the_run_times_its_members():
+    settings = {key: int(value) for key, value in broker_properties(6000, 1000).items()}
+    assert settings["group.consumer.session.timeout.ms"] == 6000
+    assert settings["group.consumer.heartbeat.interval.ms"] == 1000
+    for kind in ("session.timeout", "heartbeat.interval"):  # Kafka refuses a value outside its own bounds
+        low, value, high = (settings[f"group.consumer.{bound}{kind}.ms"] for bound in ("min.", "", "max."))
+        assert low <= value <= high
+    assert settings["group.min.session.timeout.ms"] <= 6000  # the classic members ask for the run's timeout
+    assert int(broker_properties(90_000, 20_000)["group.consumer.max.session.timeout.ms"]) == 90_000

@@ -44,6 +44,7 @@ def cmd_compare_run(args: argparse.Namespace) -> int:
         zookeeper=args.zookeeper or env.zookeeper_connect(),
         node_properties=parse_key_values(args.node_property or [], "--node-property"),
         jvm_members=args.jvm_members,
+        kafka4=args.kafka4_bootstrap,
     )
     previous = signal.signal(signal.SIGINT, _interrupt_once)
     try:
@@ -114,7 +115,7 @@ def register(commands) -> None:
     run.add_argument(
         "--variants",
         help=f"comma-separated: {', '.join(VARIANTS)} (default: every one the source can run; the librdkafka "
-        "variants need a Kafka source)",
+        "variants need a Kafka source, but for classic-kafka4 and kip848, which run on a Kafka 4 broker of their own)",
     )
     run.add_argument("--members", type=int, default=6, help="members at the start (default 6)")
     run.add_argument("--partitions", type=int, default=12, help="partitions per topic (default 12)")
@@ -139,6 +140,12 @@ def register(commands) -> None:
         default=0,
         metavar="N",
         help="the first N legacy members run Kafka 0.8.2's own consumer in a JVM (needs a Kafka source; default 0)",
+    )
+    run.add_argument(
+        "--kafka4-bootstrap",
+        metavar="HOST:PORT",
+        help="a running Kafka 4 broker for the classic-kafka4 and kip848 variants (default: the run starts one in "
+        "KRaft mode; a given broker's own group.consumer.* timings apply)",
     )
     run.add_argument(
         "--node-property", action="append", metavar="KEY=VALUE", help="coordinator node setting (repeatable)"

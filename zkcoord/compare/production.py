@@ -73,6 +73,11 @@ def kafka_endpoint(spec: str, zk_connect: str) -> KafkaEndpoint:
     return endpoint
 
 
+def kafka_spec(endpoint: KafkaEndpoint) -> str:
+    """The source spec of the records of ``endpoint``'s broker."""
+    return f"{KAFKA}:bootstrap={endpoint.bootstrap}"
+
+
 def open_production(spec: str, rate: float, run: RunContext):
     """The production of a spec :func:`source_kind` accepted."""
     if run.kafka is None:

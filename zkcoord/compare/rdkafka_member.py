@@ -4,7 +4,9 @@ The same consumer serves both of Kafka's-protocol targets: the broker's own grou
 coordinator through its Kafka listener; only ``bootstrap.servers`` differs. librdkafka's rebalance callbacks
 become the ``compare.*`` events zkcoord's members write (docs/traces.md): ``on_assign`` adds partitions and
 reports the rebalance of its generation, ``on_revoke`` and ``on_lost`` remove partitions (under
-cooperative-sticky each names only the partitions that move), ``on_commit`` reports each commit. Offsets are
+cooperative-sticky and KIP-848's consumer protocol each names only the partitions that move), ``on_commit``
+reports each commit. Under the consumer protocol the generation is the member's epoch, which moves on without a
+callback when the member's partitions stay: it is read after every ``consume()`` too. Offsets are
 stored after a record is processed, so an auto-commit never covers a record before its work is done.
 """
 
@@ -14,6 +16,7 @@ import threading
 import time
 
 from zkcoord.compare.member_trace import CompareTrace, now_ms
+from zkcoord.compare.scenarios import CLASSIC_PROTOCOL, CONSUMER_PROTOCOL
 from zkcoord.model import Address
 
 log = logging.getLogger(__name__)
@@ -35,21 +38,33 @@ def rdkafka_member_config(
     session_timeout_ms: int,
     heartbeat_interval_ms: int,
     auto_commit_interval_ms: int,
+    group_protocol: str = CLASSIC_PROTOCOL,
 ) -> dict:
-    """A librdkafka consumer's properties: auto-commit of processed records only, from the log's beginning."""
+    """A librdkafka consumer's properties: auto-commit of processed records only, from the log's beginning.
+
+    Under KIP-848's consumer protocol the broker assigns and times the session: librdkafka refuses a
+    ``partition.assignment.strategy``, ``session.timeout.ms`` or ``heartbeat.interval.ms`` there, so ``strategy``
+    and the timings are the classic protocol's only (the broker of the run has them).
+    """
     config = {
         "bootstrap.servers": ",".join(f"{host}:{port}" for host, port in bootstrap),
         "group.id": group,
         "client.id": member,
-        "partition.assignment.strategy": strategy,
-        "session.timeout.ms": session_timeout_ms,
-        "heartbeat.interval.ms": heartbeat_interval_ms,
+        "group.protocol": group_protocol,
         "enable.auto.commit": True,
         "auto.commit.interval.ms": auto_commit_interval_ms,
         "enable.auto.offset.store": False,
         "auto.offset.reset": "earliest",
         "topic.metadata.refresh.interval.ms": heartbeat_interval_ms,  # a partition-count change is seen as fast
     }
+    if group_protocol == CLASSIC_PROTOCOL:
+        config.update(
+            {
+                "partition.assignment.strategy": strategy,
+                "session.timeout.ms": session_timeout_ms,
+                "heartbeat.interval.ms": heartbeat_interval_ms,
+            }
+        )
     if static:
         config["group.instance.id"] = member
     return config
@@ -78,6 +93,9 @@ class RdkafkaMember:
         self.failed = False
         self._owned: set[tuple[str, int]] = set()
         self._generations: set[int] = set()
+        # KIP-848: a member whose partitions stay gets no callback when the group's epoch moves on, only the new
+        # epoch in its next heartbeat's answer, so the epoch is read after every consume().
+        self._follows_epoch = spec["config"].get("group.protocol") == CONSUMER_PROTOCOL
         self.consumer = Consumer({**spec["config"], "on_commit": self._on_commit, "error_cb": self._on_error})
         self.consumer.subscribe(
             spec["topics"], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
@@ -91,6 +109,8 @@ class RdkafkaMember:
         try:
             while not self.stop.is_set():
                 self._process(self.consumer.consume(BATCH_RECORDS, CONSUME_TIMEOUT_S))
+                if self._follows_epoch:
+                    self._follow_epoch()
         except Exception:
             log.exception("the member failed")
             self.failed = True
@@ -120,6 +140,15 @@ class RdkafkaMember:
         generation = generation_of(consumer.consumer_group_metadata())
         self._rebalanced("assign", partitions, generation)
         self._change_ownership(self._owned | _pairs(partitions))
+        self._rebalanced_in(generation)
+
+    def _follow_epoch(self) -> None:
+        epoch = generation_of(self.consumer.consumer_group_metadata())
+        if epoch > 0:  # 0 before the first heartbeat's answer, negative once leaving
+            self._rebalanced_in(epoch)
+
+    def _rebalanced_in(self, generation: int) -> None:
+        """Report the first sight of ``generation``."""
         if generation not in self._generations:
             self._generations.add(generation)
             self.trace.emit("compare.rebalance", generation=generation)

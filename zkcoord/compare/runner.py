@@ -10,6 +10,7 @@ members and the runner do is written as ``compare.*`` trace events (docs/traces.
 """
 
 import contextlib
+import functools
 import itertools
 import json
 import logging
@@ -26,6 +27,7 @@ from kazoo.client import KazooClient
 
 from zkcoord.channel import CoordinatorChannel
 from zkcoord.compare.figures import migration_figures
+from zkcoord.compare.kafka4 import kafka4_broker
 from zkcoord.compare.member import client_member_config, legacy_member_config
 from zkcoord.compare.processes import (
     MemberProcess,
@@ -36,7 +38,7 @@ from zkcoord.compare.processes import (
     read_events,
     zookeeper_counts,
 )
-from zkcoord.compare.production import KAFKA, kafka_endpoint, open_production, source_kind
+from zkcoord.compare.production import KAFKA, KafkaProduction, kafka_endpoint, kafka_spec, open_production, source_kind
 from zkcoord.compare.rdkafka_member import rdkafka_member_config
 from zkcoord.compare.scenarios import (
     BROKER,
@@ -96,6 +98,7 @@ class CompareOptions:
     settle_timeout_s: float = 120.0
     quiet_ms: int = 1000
     jvm_members: int = 0  # legacy members m00... that run Kafka 0.8.2's own consumer (a Kafka source only)
+    kafka4: str | None = None  # bootstrap of a running Kafka 4 broker for the Kafka 4 variants; None: start one
 
 
 # ---- one scenario under one variant ------------------------------------------------------------------------------
@@ -110,7 +113,7 @@ class ScenarioRun:
         self.plan = plan
         self.variant = variant
         self.tags = {"run": context.run_id, "scenario": plan.scenario, "variant": variant.name}
-        self.group = f"compare.{plan.scenario}.{variant.name}{context.suffix}"
+        self.group = f"compare.{plan.scenario}.{variant.name}{context.suffix_of(variant.name)}"
         self.topics = {topic: self.options.workload.partitions for topic in context.topics(plan.scenario, variant.name)}
         self.trace_dir = self.options.out / "traces" / plan.scenario / variant.name
         self.log_dir = self.options.out / "logs" / plan.scenario / variant.name
@@ -120,7 +123,10 @@ class ScenarioRun:
         self.nodes: dict[int, NodeProcess] = {}
         self.node_counts: dict[int, dict[str, int]] = {}  # each node's request counts when the window opened
         self.node_final: dict[int, dict[str, int]] = {}  # ... and when it was killed
-        self.production = open_production(self.options.source, self.options.rate, context)
+        if variant.on_kafka4:
+            self.production = KafkaProduction(kafka_spec(context.kafka4), self.options.rate, context.kafka4)
+        else:
+            self.production = open_production(self.options.source, self.options.rate, context)
         self.tail = TraceTail(self.trace_dir, skip=f"{RUNNER}.jsonl")
         self.zk_before: tuple[int, int] | None = None
         self._writer: JsonLinesTraceWriter | None = None
@@ -173,7 +179,10 @@ class ScenarioRun:
             )
             config.update(self.context.node_root)  # where a migrating group's phase is: the nodes' root
         else:
-            make_config = client_member_config if consumer == CLIENT_MEMBER else rdkafka_member_config
+            if consumer == CLIENT_MEMBER:
+                make_config = client_member_config
+            else:
+                make_config = functools.partial(rdkafka_member_config, group_protocol=variant.group_protocol)
             config = make_config(
                 self.group,
                 self.coordinator_addresses(consumer),
@@ -280,6 +289,8 @@ class ScenarioRun:
         """Where members of ``consumer`` bootstrap: the broker, or the nodes (their Kafka listeners for librdkafka)."""
         if self.variant.coordinator == BROKER:
             return parse_bootstrap_servers(self.context.kafka.bootstrap)
+        if self.variant.on_kafka4:
+            return parse_bootstrap_servers(self.context.kafka4.bootstrap)
         if consumer == RDKAFKA_MEMBER:
             return [(HOST, node.kafka_port) for node in self.nodes.values()]
         return [node.address for node in self.nodes.values()]
@@ -359,7 +370,7 @@ class ScenarioRun:
         )
 
     def counters(self) -> dict:
-        zk = zookeeper_counts(self.context.connect)
+        zk = None if self.variant.on_kafka4 else zookeeper_counts(self.context.connect)  # KRaft: no ZooKeeper
         before = self.zk_before
         by_api: dict[str, int] = {}
         for node_id, node in self.nodes.items():
@@ -413,7 +424,7 @@ class ScenarioRun:
         if self.plan.initial_members:
             self.start_members(list(self.plan.initial_members))
             self.settle()
-        self.zk_before = zookeeper_counts(self.context.connect)
+        self.zk_before = None if self.variant.on_kafka4 else zookeeper_counts(self.context.connect)
         self.node_counts = {node_id: node_requests(node) for node_id, node in self.nodes.items()}
         self.emit("compare.phase", phase="measure")
         window_opened = time.monotonic()
@@ -472,11 +483,16 @@ class CompareContext:
 
     On the synthetic source every run has a fresh chroot to itself. On Kafka the runs share the broker's chroot
     (0.8.2 members read ``/brokers`` in theirs), so topics and groups carry the run's id and the coordinator
-    nodes keep their ZooKeeper state under a root of the run's own.
+    nodes keep their ZooKeeper state under a root of the run's own. The Kafka 4 variants' groups and records are
+    on a Kafka 4 broker (zkcoord.compare.kafka4), started with the context when one of them runs and stopped with
+    it, unless the options name one; their topics and groups carry the run's id too.
     """
 
-    def __init__(self, options: CompareOptions):
+    def __init__(self, options: CompareOptions, kafka4: bool = False):
         self.options = options
+        self.needs_kafka4 = kafka4  # a variant of the command runs on the Kafka 4 broker
+        self.kafka4: KafkaEndpoint | None = None  # ... which is this one, once started or given
+        self._resources = contextlib.ExitStack()
         self.run_id = time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
         self.scratch = Path(tempfile.mkdtemp(prefix="zkcoord-compare-"))
         self._embedded: EmbeddedZooKeeper | None = None
@@ -484,11 +500,16 @@ class CompareContext:
         self.node_ids = itertools.count(1)
         self.on_kafka = source_kind(options.source) == KAFKA
         self.kafka: KafkaEndpoint | None = None  # the broker, once checked
-        self.suffix = f".{self.run_id.rsplit('-', 1)[1]}" if self.on_kafka else ""
+        self.run_suffix = f".{self.run_id.rsplit('-', 1)[1]}"
         self.node_root = {"zkcoord.root": f"/zkcoord-compare-{self.run_id}"} if self.on_kafka else {}
 
+    def suffix_of(self, variant: str) -> str:
+        """What ends the names of ``variant``'s topics and group: the run's id where a broker is shared (a given
+        Kafka 4 broker may hold earlier runs' topics)."""
+        return self.run_suffix if self.on_kafka or VARIANTS[variant].on_kafka4 else ""
+
     def topics(self, scenario: str, variant: str) -> list[str]:
-        return [f"{scenario}.{variant}.{n}{self.suffix}" for n in range(self.options.workload.topics)]
+        return [f"{scenario}.{variant}.{n}{self.suffix_of(variant)}" for n in range(self.options.workload.topics)]
 
     def __enter__(self) -> "CompareContext":
         try:
@@ -498,6 +519,10 @@ class CompareContext:
             raise
 
     def _enter(self) -> "CompareContext":
+        if self.needs_kafka4:
+            options = self.options
+            broker = kafka4_broker(options.kafka4, options.workload.session_timeout_ms, options.heartbeat_interval_ms)
+            self.kafka4 = self._resources.enter_context(broker)
         base = self.options.zookeeper
         if self.on_kafka:  # compare_run checked that the broker's ZooKeeper is given
             self.kafka = kafka_endpoint(self.options.source, base)
@@ -514,6 +539,7 @@ class CompareContext:
         return self
 
     def __exit__(self, *exc_info) -> None:
+        self._resources.close()
         if self._embedded is not None:
             self._embedded.stop()
         shutil.rmtree(self.scratch, ignore_errors=True)
@@ -552,7 +578,10 @@ def compare_run(options: CompareOptions, say: Callable[[str], None] = print) -> 
     options.out.mkdir(parents=True, exist_ok=True)
     results = []
     try:
-        with CompareContext(options) as context:
+        kafka4 = any(VARIANTS[variant].on_kafka4 for _, variant in runs)
+        if kafka4 and options.kafka4 is None:
+            say("starting a Kafka 4 broker (KRaft) for the Kafka 4 variants ...")
+        with CompareContext(options, kafka4=kafka4) as context:
             _run_all(options, context, variants, results, say)
     except KeyboardInterrupt:
         interrupted = next((entry for entry in results if entry.get("status") == INTERRUPTED), None)

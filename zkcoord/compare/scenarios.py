@@ -13,11 +13,15 @@ LEGACY = "legacy"
 ZOOKEEPER = "zookeeper"  # nobody: the 0.8.2 members among themselves, through ZooKeeper
 ZKCOORD = "zkcoord"  # zkcoord's coordinator nodes
 BROKER = "broker"  # the Kafka broker the records come from, with its own group coordinator
+KAFKA4 = "kafka4"  # a Kafka 4 broker in KRaft mode of the run's own, its coordinator and its records' source
 # ... and which consumer the members run.
 LEGACY_MEMBER = "legacy"  # zkcoord.legacy.LegacyConsumer
 CLIENT_MEMBER = "client"  # zkcoord.client.Consumer, zkcoord's protocol
 RDKAFKA_MEMBER = "rdkafka"  # librdkafka (confluent-kafka), Kafka's protocol
 JVM_MEMBER = "jvm"  # Kafka 0.8.2's own consumer, in a JVM: some of a legacy group's members (--jvm-members)
+# Kafka's group protocols, for librdkafka members: JoinGroup/SyncGroup, or KIP-848's ConsumerGroupHeartbeat.
+CLASSIC_PROTOCOL = "classic"
+CONSUMER_PROTOCOL = "consumer"
 
 
 @dataclass(frozen=True)
@@ -33,6 +37,12 @@ class Variant:
     # member-migration: how (WHOLE_GROUP or MEMBER_BY_MEMBER) members running ``successor`` replace ``member``'s
     migration: str | None = None
     successor: str | None = None
+    group_protocol: str = CLASSIC_PROTOCOL
+
+    @property
+    def on_kafka4(self) -> bool:
+        """Its group and records are on the Kafka 4 broker of the comparison, not on the run's source."""
+        return self.coordinator == KAFKA4
 
     @property
     def legacy(self) -> bool:
@@ -49,8 +59,9 @@ class Variant:
 
     @property
     def reads_kafka(self) -> bool:
-        """Its members read records only from a Kafka broker (librdkafka has no synthetic source)."""
-        return RDKAFKA_MEMBER in self.consumers or self.coordinator == BROKER
+        """Its members read records only from the run's Kafka source (librdkafka has no synthetic source); the
+        Kafka 4 variants bring their broker."""
+        return not self.on_kafka4 and (RDKAFKA_MEMBER in self.consumers or self.coordinator == BROKER)
 
 
 def _rdkafka_variants(prefix: str, coordinator: str, where: str) -> tuple[Variant, ...]:
@@ -105,6 +116,20 @@ VARIANTS = {
         Variant("cooperative", "coordinator, cooperative-sticky", strategy="cooperative-sticky"),
         *_rdkafka_variants("kafka", BROKER, "Kafka's own coordinator"),
         *_rdkafka_variants("rdkafka", ZKCOORD, "zkcoord's Kafka listener"),
+        Variant(
+            "classic-kafka4",
+            "librdkafka on a Kafka 4 broker (KRaft), classic protocol, eager (range)",
+            coordinator=KAFKA4,
+            member=RDKAFKA_MEMBER,
+        ),
+        Variant(
+            "kip848",
+            "librdkafka on a Kafka 4 broker (KRaft), KIP-848 consumer protocol, the broker's uniform assignor",
+            strategy="uniform",
+            coordinator=KAFKA4,
+            member=RDKAFKA_MEMBER,
+            group_protocol=CONSUMER_PROTOCOL,
+        ),
         *_migration_variants(CLIENT_MEMBER, "", "coordinator members"),
         *_migration_variants(RDKAFKA_MEMBER, "rdkafka-", "librdkafka members through zkcoord's Kafka listener"),
     )
@@ -221,7 +246,7 @@ def plan(scenario: str, variant: Variant, workload: Workload, topics: Iterable[s
     if scenario == "coordinator-failover":
         if variant.coordinator == ZOOKEEPER:
             raise NotApplicable("a ZooKeeper group has no coordinator to fail over")
-        if variant.coordinator == BROKER:
+        if variant.coordinator in (BROKER, KAFKA4):
             raise NotApplicable("the broker's coordinator is the run's only broker: killing it stops the records too")
         return Plan(scenario, everyone, (Step("SIGKILL the coordinator", (Action("kill-coordinator"),)),), 2)
     actions = tuple(Action("add-partitions", topic, count=k) for topic in topics)

@@ -1,0 +1,64 @@
+"""A comparison run's traces read back, and the report's counts (docs/compare.md, "The report's metrics")
+recomputed from them without Spark, for the comparison tests."""
+
+import json
+from pathlib import Path
+
+
+def events(out: Path, scenario: str, variant: str) -> list[dict]:
+    """Every event of one run (all its files), in time order."""
+    found = []
+    for path in sorted((out / "traces" / scenario / variant).glob("*.jsonl")):
+        found += [json.loads(line) for line in path.read_text().splitlines()]
+    return sorted(found, key=lambda e: e["time_ms"])
+
+
+def of_type(found: list[dict], kind: str) -> list[dict]:
+    return [e for e in found if e["type"] == kind]
+
+
+def window(found: list[dict]) -> tuple[int, int]:
+    phases = {e["phase"]: e["time_ms"] for e in of_type(found, "compare.phase")}
+    return phases["measure"], phases["end"]
+
+
+def rebalances_in_window(found: list[dict]) -> int:
+    """``rebalances`` of a coordinator variant: generations in the window above the last one before it."""
+    opened, closed = window(found)
+    rebalances = of_type(found, "compare.rebalance")
+    before = max((e["generation"] for e in rebalances if e["time_ms"] < opened), default=0)
+    inside = [e for e in rebalances if opened <= e["time_ms"] <= closed]
+    return len({e["generation"] for e in inside if e["generation"] > before})
+
+
+def partitions_moved(found: list[dict]) -> int:
+    """``partitions_moved``: acquisitions in the window by a member other than the partition's previous owner."""
+    opened, closed = window(found)
+    held: dict[str, set] = {}
+    owner: dict[tuple, str] = {}
+    moved = 0
+    for e in of_type(found, "compare.assignment"):
+        now = {tuple(tp) for tp in e["partitions"]}
+        for tp in now - held.get(e["instance"], set()):
+            moved += opened <= e["time_ms"] <= closed and owner.get(tp, e["member"]) != e["member"]
+            owner[tp] = e["member"]
+        held[e["instance"]] = now
+    return moved
+
+
+def processed_offsets(found: list[dict]) -> dict[tuple[str, int], set[int]]:
+    """Every offset some member processed, per partition."""
+    processed: dict[tuple[str, int], set[int]] = {}
+    for e in of_type(found, "compare.processed"):
+        processed.setdefault((e["topic"], e["partition"]), set()).update(range(e["first_offset"], e["last_offset"] + 1))
+    return processed
+
+
+def emptied_while_staying(found: list[dict]) -> int:
+    """Assignments that took everything from an instance which went on to own partitions again."""
+    assignments = of_type(found, "compare.assignment")
+    return sum(
+        1
+        for n, e in enumerate(assignments)
+        if not e["partitions"] and any(later["instance"] == e["instance"] for later in assignments[n + 1 :])
+    )
