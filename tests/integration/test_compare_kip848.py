@@ -1,11 +1,14 @@
 """KIP-848 in the comparison: librdkafka members under the consumer protocol on the session's Kafka 4 broker (KRaft).
 
-A rolling bounce and a scale-up of three members over six partitions under ``kip848``. Each run must pass the
-history checker and cover every record the broker holds, record for record; the report's counts (docs/compare.md,
-"The report's metrics"), recomputed here from the traces without Spark, must show the consumer protocol's shape: the
-broker rebalances incrementally (a member that stays never gives up what it keeps), and its uniform assignor moves
-to the new members no more partitions than they need.
+A rolling bounce and a scale-up of three members over six partitions under ``kip848``, and the rolling bounce of
+static members (``kip848-static``). Each run must pass the history checker and cover every record the broker holds,
+record for record; the report's counts (docs/compare.md, "The report's metrics"), recomputed here from the traces
+without Spark, must show the consumer protocol's shape: the broker rebalances incrementally (a member that stays
+never gives up what it keeps), its uniform assignor moves to the new members no more partitions than they need,
+and a static member comes back to its partitions without a rebalance.
 """
+
+import dataclasses
 
 import pytest
 from compare_support import (
@@ -23,6 +26,8 @@ from zkcoord.compare.scenarios import Workload
 
 SCENARIOS = ("rolling-bounce", "scale-up")
 VARIANT = "kip848"
+STATIC = "kip848-static"
+RUNS = [(scenario, VARIANT) for scenario in SCENARIOS] + [("rolling-bounce", STATIC)]
 MEMBERS, PARTITIONS, ADDED = 3, 6, 2
 pytestmark = pytest.mark.timeout(180)
 
@@ -42,13 +47,15 @@ def compared(tmp_path_factory, zk_server, kafka4):
         kafka4=kafka4.bootstrap,
     )
     results = compare_run(options, say=lambda line: None)
-    assert [(r["scenario"], r["status"]) for r in results] == [(s, "ok") for s in SCENARIOS], results
+    static = dataclasses.replace(options, scenarios=["rolling-bounce"], variants=[STATIC])
+    results += compare_run(static, say=lambda line: None)
+    assert [(r["scenario"], r["variant"], r["status"]) for r in results] == [(*run, "ok") for run in RUNS], results
     return out
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS)
-def test_the_history_checker_passes_and_every_record_the_broker_holds_was_processed(compared, kafka4, scenario):
-    found = events(compared, scenario, VARIANT)
+@pytest.mark.parametrize(("scenario", "variant"), RUNS)
+def test_every_run_is_safe_and_processed_every_record_the_broker_holds(compared, kafka4, scenario, variant):
+    found = events(compared, scenario, variant)
     report = check_history(found)
     assert report.violations == [], report.violations
     assert report.acknowledged_commits > 0 and report.lost == 0 and report.missed == 0
@@ -80,11 +87,22 @@ def test_a_scale_up_moves_only_what_the_new_members_need(compared):
     assert [e["name"] for e in of_type(found, "compare.step")] == [f"start {ADDED} more members"]
 
 
+def test_static_members_come_back_to_their_partitions_without_a_rebalance(compared):
+    found = events(compared, "rolling-bounce", STATIC)
+    assert rebalances_in_window(found) == 0 and partitions_moved(found) == 0
+    owned: dict[str, list] = {}  # each instance's non-empty assignments, in order
+    for e in of_type(found, "compare.assignment"):
+        if e["partitions"]:
+            owned.setdefault(e["instance"], []).append(e["partitions"])
+    for member in (f"m{n:02d}" for n in range(MEMBERS)):
+        assert owned[f"{member}#2"] == [owned[f"{member}#1"][-1]]  # what it had, at once, and nothing else
+
+
 def test_the_groups_were_consumer_protocol_groups_on_the_broker(compared, kafka4):
     from confluent_kafka import ConsumerGroupType
     from confluent_kafka.admin import AdminClient
 
-    groups = {of_type(events(compared, scenario, VARIANT), "compare.run")[0]["group"] for scenario in SCENARIOS}
+    groups = {of_type(events(compared, *run), "compare.run")[0]["group"] for run in RUNS}
     admin = AdminClient({"bootstrap.servers": kafka4.bootstrap})
     listed = admin.list_consumer_groups(types={ConsumerGroupType.CONSUMER}).result(timeout=30)
     assert groups <= {group.group_id for group in listed.valid}

@@ -242,6 +242,7 @@ def test_a_kip848_member_leaves_the_assignor_and_the_timings_to_the_broker():
 
 def test_the_kafka4_variants_bring_their_broker_so_any_source_runs_them():
     assert not VARIANTS["kip848"].reads_kafka and not VARIANTS["classic-kafka4"].reads_kafka
+    assert VARIANTS["kip848-static"].static and VARIANTS["kip848-static"].group_protocol == CONSUMER_PROTOCOL
     assert VARIANTS["kip848"].on_kafka4 and not VARIANTS["kafka-eager"].on_kafka4
     assert VARIANTS["kafka-eager"].reads_kafka and VARIANTS["rdkafka-static"].reads_kafka
 

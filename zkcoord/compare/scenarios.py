@@ -130,6 +130,15 @@ VARIANTS = {
             member=RDKAFKA_MEMBER,
             group_protocol=CONSUMER_PROTOCOL,
         ),
+        Variant(
+            "kip848-static",
+            "librdkafka on a Kafka 4 broker (KRaft), KIP-848 consumer protocol, static members (group.instance.id)",
+            strategy="uniform",
+            static=True,
+            coordinator=KAFKA4,
+            member=RDKAFKA_MEMBER,
+            group_protocol=CONSUMER_PROTOCOL,
+        ),
         *_migration_variants(CLIENT_MEMBER, "", "coordinator members"),
         *_migration_variants(RDKAFKA_MEMBER, "rdkafka-", "librdkafka members through zkcoord's Kafka listener"),
     )
