@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup peers demo test soak lint bench check-java clean
+.PHONY: setup peers demo test soak lint bench bench-compare check-java clean
 
 setup: check-java $(STAMP) peers
 
@@ -26,7 +26,7 @@ $(STAMP): setup.cfg pyproject.toml setup.py zkcoord/log/_compiled.c zkcoord/log/
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-# Kafka's own jars (the 0.8.2 consumer, the 3.9 broker, 1.1.1's rebalance check) through Maven into ~/.cache/zkcoord/peers, once.
+# Kafka's own jars (the 0.8.2 consumer, the 3.9 and 4.1 brokers, 1.1.1's rebalance check) through Maven into ~/.cache/zkcoord/peers, once.
 peers: $(STAMP)
 	$(BIN)/zkcoord peers fetch
 
@@ -62,6 +62,12 @@ bench: setup
 	$(BIN)/python benchmarks/member_migration.py
 	$(BIN)/python benchmarks/security.py
 	$(BIN)/python benchmarks/versus_kafka.py --members 10,100,1000
+
+# Every variant of the comparison at 10 and 50 members, KIP-848 on Kafka 4 included, and the report's table: hours
+# on 2 cores (docs/compare.md, "Every variant at once"); COMPARE_ARGS narrows it (--scenario, --variants, --members).
+COMPARE_ARGS ?=
+bench-compare: setup
+	$(BIN)/python benchmarks/compare_all.py --members 10,50 $(COMPARE_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info zkcoord/log/_compiled*.so zkcoord/log/_fsync*.so
