@@ -84,6 +84,24 @@ def _rdkafka_variants(prefix: str, coordinator: str, where: str) -> tuple[Varian
     )
 
 
+def _kafka4_variants() -> tuple[Variant, ...]:
+    """librdkafka members on the comparison's Kafka 4 broker: the classic protocol, and KIP-848's (the broker's
+    default assignor, ``uniform``), dynamic and static."""
+    common = {"coordinator": KAFKA4, "member": RDKAFKA_MEMBER}
+    kip848 = {"strategy": "uniform", "group_protocol": CONSUMER_PROTOCOL, **common}
+    where = "librdkafka on a Kafka 4 broker (KRaft)"
+    return (
+        Variant("classic-kafka4", f"{where}, classic protocol, eager (range)", **common),
+        Variant("kip848", f"{where}, KIP-848 consumer protocol, the broker's uniform assignor", **kip848),
+        Variant(
+            "kip848-static",
+            f"{where}, KIP-848 consumer protocol, static members (group.instance.id)",
+            static=True,
+            **kip848,
+        ),
+    )
+
+
 WHOLE_GROUP = "whole-group"
 MEMBER_BY_MEMBER = "member-by-member"
 
@@ -116,29 +134,7 @@ VARIANTS = {
         Variant("cooperative", "coordinator, cooperative-sticky", strategy="cooperative-sticky"),
         *_rdkafka_variants("kafka", BROKER, "Kafka's own coordinator"),
         *_rdkafka_variants("rdkafka", ZKCOORD, "zkcoord's Kafka listener"),
-        Variant(
-            "classic-kafka4",
-            "librdkafka on a Kafka 4 broker (KRaft), classic protocol, eager (range)",
-            coordinator=KAFKA4,
-            member=RDKAFKA_MEMBER,
-        ),
-        Variant(
-            "kip848",
-            "librdkafka on a Kafka 4 broker (KRaft), KIP-848 consumer protocol, the broker's uniform assignor",
-            strategy="uniform",
-            coordinator=KAFKA4,
-            member=RDKAFKA_MEMBER,
-            group_protocol=CONSUMER_PROTOCOL,
-        ),
-        Variant(
-            "kip848-static",
-            "librdkafka on a Kafka 4 broker (KRaft), KIP-848 consumer protocol, static members (group.instance.id)",
-            strategy="uniform",
-            static=True,
-            coordinator=KAFKA4,
-            member=RDKAFKA_MEMBER,
-            group_protocol=CONSUMER_PROTOCOL,
-        ),
+        *_kafka4_variants(),
         *_migration_variants(CLIENT_MEMBER, "", "coordinator members"),
         *_migration_variants(RDKAFKA_MEMBER, "rdkafka-", "librdkafka members through zkcoord's Kafka listener"),
     )
