@@ -386,4 +386,5 @@ MIGRATION_PATH = (
     "classic-kafka4",
     # KIP-848's consumer protocol on a Kafka 4 broker
     "kip848",
+    "kip848-static",
 )
