@@ -2,7 +2,10 @@
 recomputed from them without Spark, for the comparison tests."""
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+
+from zkcoord.compare.history import check_history
 
 
 def events(out: Path, scenario: str, variant: str) -> list[dict]:
@@ -62,3 +65,16 @@ def emptied_while_staying(found: list[dict]) -> int:
         for n, e in enumerate(assignments)
         if not e["partitions"] and any(later["instance"] == e["instance"] for later in assignments[n + 1 :])
     )
+
+
+def checked_run(found: list[dict], end_offsets: Callable[[str], dict[int, int]]) -> dict[int, int]:
+    """Assert the history checker passes one run (no violation, commits acknowledged, nothing lost or missed) and its
+    records are the broker's; returns what was produced, ``{partition: log end}``, each partition given records."""
+    report = check_history(found)
+    assert report.violations == [], report.violations
+    assert report.acknowledged_commits > 0 and report.lost == 0 and report.missed == 0
+    (run,) = of_type(found, "compare.run")
+    (topic,) = run["partitions"]
+    produced = {e["partition"]: e["end_offset"] for e in of_type(found, "compare.produced")}
+    assert produced == end_offsets(topic) and all(end > 0 for end in produced.values())
+    return produced

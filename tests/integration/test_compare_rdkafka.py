@@ -12,9 +12,8 @@ from pathlib import Path
 
 import compare_support
 import pytest
-from compare_support import emptied_while_staying, of_type, rebalances_in_window
+from compare_support import checked_run, emptied_while_staying, of_type, rebalances_in_window
 
-from zkcoord.compare.history import check_history
 from zkcoord.compare.runner import CompareOptions, compare_run
 from zkcoord.compare.scenarios import Workload
 
@@ -52,13 +51,7 @@ def events(out: Path, variant: str) -> list[dict]:
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_the_history_checker_passes_and_every_record_the_broker_holds_was_processed(compared, kafka, variant):
     found = events(compared, variant)
-    report = check_history(found)
-    assert report.violations == [], report.violations
-    assert report.acknowledged_commits > 0 and report.lost == 0 and report.missed == 0
-    (run,) = of_type(found, "compare.run")
-    (topic,) = run["partitions"]
-    produced = {e["partition"]: e["end_offset"] for e in of_type(found, "compare.produced")}
-    assert produced == kafka.end_offsets(topic) and all(end > 0 for end in produced.values())
+    produced = checked_run(found, kafka.end_offsets)
     processed = {p: set() for p in produced}
     for e in of_type(found, "compare.processed"):
         processed[e["partition"]].update(range(e["first_offset"], e["last_offset"] + 1))
