@@ -159,10 +159,15 @@ def test_a_second_process_with_the_node_id_is_refused_on_another_or_the_same_dir
         assert "node id 1 is in use on this log directory" in others[-1].log_tail()
         first.signal(signal.SIGCONT)
 
-        # Its session may have expired while it was paused; it registers again and goes on serving.
+        # Its session may have expired while it was paused; it registers again, leads its offsets partitions again
+        # (COORDINATOR_NOT_AVAILABLE until it has loaded them) and goes on serving.
         eventually(lambda: registration_owner(zk) is not None, STARTUP_SECONDS, "node 1 to be registered")
         with WireClient(*first.address, timeout=5) as wire:
-            assert wire.call("ListGroups", states_filter=[])["error_code"] == 0
+            eventually(
+                lambda: wire.call("ListGroups", states_filter=[])["error_code"] == 0,
+                STARTUP_SECONDS,
+                "node 1 to serve ListGroups again",
+            )
     finally:
         if first.alive():
             first.signal(signal.SIGCONT)
