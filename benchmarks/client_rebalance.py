@@ -53,6 +53,7 @@ from pathlib import Path
 
 import client_rebalance_members
 from client_rebalance_members import POLL_TIMEOUT_MS, Host
+from coordinator_harness import process_cpu_seconds
 from kazoo.client import KazooClient
 
 from zkcoord.legacy.consumer import LegacyConsumer
@@ -334,15 +335,6 @@ class Members:
 
 
 # ---- processes outside the members: CPU, the coordinator node ----------------------------------------------------
-
-
-def process_cpu_seconds(pid: int) -> float:
-    try:
-        with open(f"/proc/{pid}/stat") as file:
-            fields = file.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def machine_busy_seconds() -> float:
