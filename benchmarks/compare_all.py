@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from zkcoord.compare.runner import CompareOptions, compare_run
+from zkcoord.compare.processes import stopped_by_signals
+from zkcoord.compare.runner import CompareOptions, compare_run, signal_of
 from zkcoord.compare.scenarios import SCENARIOS, VARIANTS, Workload
 from zkcoord.tables import format_table
 from zkcoord.testing.kafka_broker import kafka_cluster
@@ -43,13 +44,13 @@ def progress(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def compare(out: Path, members: int, scenarios: list[str], variants: list[str] | None, kafka, duration: float) -> bool:
-    """Every scenario under every variant at ``members``; True if no run failed."""
+def compare(out: Path, workload: Workload, scenarios: list[str], variants: list[str], kafka, duration: float) -> bool:
+    """Every scenario under every variant; True if no run failed."""
     options = CompareOptions(
         out=out,
         scenarios=scenarios,
         variants=variants,
-        workload=Workload(members=members, partitions=2 * members),
+        workload=workload,
         duration_s=duration,
         zookeeper=kafka.zk_connect,
         source=f"kafka:bootstrap={kafka.bootstrap}",
@@ -80,24 +81,37 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scenario", default="all", help=f"comma-separated, or all: {', '.join(SCENARIOS)}")
     parser.add_argument("--variants", help="comma-separated (default: every variant)")
     parser.add_argument("--duration", type=float, default=10.0, help="seconds each window lasts at least")
+    parser.add_argument("--bounces", type=int, default=0, help="members a rolling bounce bounces (default: every one)")
     parser.add_argument("--out", default="var/bench-compare-all", help="where traces and reports go")
     args = parser.parse_args(argv)
     scenarios = list(SCENARIOS) if args.scenario == "all" else args.scenario.split(",")
     variants = args.variants.split(",") if args.variants else list(VARIANTS)
-    ok = True
-    with tempfile.TemporaryDirectory(prefix="zkcoord-bench-") as scratch:
-        zookeeper = EmbeddedZooKeeper(data_dir=Path(scratch) / "zookeeper", max_session_timeout_ms=60_000)
-        with zookeeper, kafka_cluster(zookeeper.connect_string) as kafka:
-            runs = {}
-            for members in map(int, args.members.split(",")):
-                runs[members] = Path(args.out) / f"members-{members}"
-                ok &= compare(runs[members], members, scenarios, variants, kafka, args.duration)
-    for members, traces in runs.items():
-        print(f"\n{members} members, {2 * members} partitions: the report", flush=True)
-        rows = report(traces)
-        print(f"\n{members} members: rebalance time and pauses per member (ms)")
-        print(figures_table(rows))
-    return 0 if ok else 1
+    try:
+        return 0 if run(args, scenarios, variants) else 1
+    except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM, after every process it started has been stopped
+        signum = signal_of(stop)
+        print(f"interrupted ({signum.name}); what finished is in {args.out}", file=sys.stderr)
+        return 128 + signum
+
+
+def run(args: argparse.Namespace, scenarios: list[str], variants: list[str]) -> bool:
+    """The comparisons, then their reports; True if no run failed."""
+    ok, runs = True, {}
+    # Ctrl-C and SIGTERM stop every process it started (brokers, ZooKeeper, nodes, members, Spark) before it exits.
+    with stopped_by_signals():
+        with tempfile.TemporaryDirectory(prefix="zkcoord-bench-") as scratch:
+            zookeeper = EmbeddedZooKeeper(data_dir=Path(scratch) / "zookeeper", max_session_timeout_ms=60_000)
+            with zookeeper, kafka_cluster(zookeeper.connect_string) as kafka:
+                for members in map(int, args.members.split(",")):
+                    runs[members] = Path(args.out) / f"members-{members}"
+                    workload = Workload(members=members, partitions=2 * members, bounces=args.bounces)
+                    ok &= compare(runs[members], workload, scenarios, variants, kafka, args.duration)
+        for members, traces in runs.items():
+            print(f"\n{members} members, {2 * members} partitions: the report", flush=True)
+            rows = report(traces)
+            print(f"\n{members} members: rebalance time and pauses per member (ms)")
+            print(figures_table(rows))
+    return ok
 
 
 if __name__ == "__main__":

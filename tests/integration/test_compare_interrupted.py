@@ -1,6 +1,6 @@
-"""``zkcoord compare run`` stopped by Ctrl-C, as an operator would: one line on stderr, exit 130, no process of the
-run left, and the run marked interrupted in its manifest and its traces (test_pipeline_report checks that the
-report flags such a run)."""
+"""``zkcoord compare run`` stopped by Ctrl-C or SIGTERM, as an operator or a process manager would: one line on
+stderr, exit 130 or 143, no process of the run left, and the run marked interrupted in its manifest and its traces
+(test_pipeline_report checks that the report flags such a run)."""
 
 import json
 import os
@@ -13,7 +13,7 @@ import pytest
 
 from zkcoord.cli.compare import _interrupted_line
 from zkcoord.compare import runner
-from zkcoord.compare.processes import RunFailed
+from zkcoord.compare.processes import RunFailed, Terminated
 from zkcoord.compare.runner import (
     CompareOptions,
     RunInterrupted,
@@ -53,7 +53,8 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
-def test_ctrl_c_marks_the_run_interrupted_and_stops_every_process_it_started(tmp_path):
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_or_sigterm_marks_the_run_interrupted_and_stops_every_process_it_started(tmp_path, signum):
     out = tmp_path / "compare"
     command = [
         *(sys.executable, "-m", "zkcoord.cli", "compare", "run", "--scenario", "rolling-bounce"),
@@ -68,13 +69,13 @@ def test_ctrl_c_marks_the_run_interrupted_and_stops_every_process_it_started(tmp
             lambda: runner_trace.exists() and '"measure"' in runner_trace.read_text(), 90, what="the window to open"
         )
         started = descendants(process.pid)  # ZooKeeper, the node, two members
-        process.send_signal(signal.SIGINT)
+        process.send_signal(signum)
         _, stderr = process.communicate(timeout=90)
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
-    assert process.returncode == 130, stderr
+    assert process.returncode == 128 + signum, stderr
     assert len(started) >= 4, started
     assert len(stderr.splitlines()) == 1 and "Traceback" not in stderr, stderr
     assert stderr.startswith(
@@ -85,20 +86,21 @@ def test_ctrl_c_marks_the_run_interrupted_and_stops_every_process_it_started(tmp
     wait_until(lambda: not any(alive(pid) for pid in started), 10, what="every process of the run to be gone")
     manifest = json.loads((out / "compare.json").read_text())
     assert [(run["variant"], run["status"], run["detail"]) for run in manifest["runs"]] == [
-        ("eager", "interrupted", "interrupted (SIGINT)")
+        ("eager", "interrupted", f"interrupted ({signum.name})")
     ]
     phases = [
         (event["phase"], event.get("reason"))
         for event in map(json.loads, runner_trace.read_text().splitlines())
         if event["type"] == "compare.phase"
     ]
-    assert phases == [("warmup", None), ("measure", None), ("interrupted", "interrupted (SIGINT)")]
+    assert phases == [("warmup", None), ("measure", None), ("interrupted", f"interrupted ({signum.name})")]
 
 
 def test_a_failed_run_is_marked_with_the_first_line_of_its_error():
     failure = RunFailed("member m01#1 exited (1):\nTraceback (most recent call last): ...")
     assert stop_reason(failure) == "RunFailed: member m01#1 exited (1):"
     assert stop_reason(KeyboardInterrupt()) == "interrupted (SIGINT)"
+    assert stop_reason(Terminated()) == "interrupted (SIGTERM)"
     assert stop_reason(TimeoutError()) == "TimeoutError"
 
 

@@ -1,5 +1,7 @@
 """The comparison's plans, its settled-group rule and the member's trace translation (pure, no processes)."""
 
+from dataclasses import replace
+
 import pytest
 
 from zkcoord.compare.kafka4 import broker_properties
@@ -47,6 +49,8 @@ def test_steps_of_each_scenario():
     assert actions("scale-down")[1] == [("close", "m02", 0, 0), ("close", "m03", 0, 0)]
     bounce, bounce_actions = actions("rolling-bounce", "static")
     assert len(bounce.steps) == 4 and bounce_actions[1] == ("restart", "m01", 700, 0)
+    sampled = plan("rolling-bounce", VARIANTS["static"], replace(WORKLOAD, bounces=2), TOPICS)
+    assert sampled.initial_members == bounce.initial_members and sampled.steps == bounce.steps[:2]
     assert actions("kill")[1] == [("kill", "m00", 0, 0)]
     assert actions("session-expiry")[1] == [("pause", "m00", 6000, 0)]  # 1.5 sessions: surely expired
     failover, failover_actions = actions("coordinator-failover")
@@ -78,6 +82,8 @@ def test_plans_refuse_what_cannot_run():
         plan("bounce", VARIANTS["eager"], WORKLOAD, TOPICS)
     with pytest.raises(ValueError, match="0 < k < members"):
         plan("scale-down", VARIANTS["eager"], Workload(members=2, k=2), TOPICS)
+    with pytest.raises(ValueError, match="0 <= bounces <= members"):
+        plan("rolling-bounce", VARIANTS["eager"], replace(WORKLOAD, bounces=5), TOPICS)
 
 
 def event(kind, time_ms, instance=None, **fields):

@@ -7,18 +7,17 @@ Must not import pyspark or the pipeline's jobs: they run in a process of their o
 
 import argparse
 import shlex
-import signal
 import sys
 from pathlib import Path
 
 from zkcoord import env
 from zkcoord.cli.common import EXIT_OK, EXIT_PROBLEM, UsageError, comma_list, parse_key_values
 
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command Ctrl-C ended
-
 
 def cmd_compare_run(args: argparse.Namespace) -> int:
-    """Run the scenarios under every variant; exit 1 when a run failed, 130 when Ctrl-C stopped them."""
+    """Run the scenarios under every variant; exit 1 when a run failed, 130 when Ctrl-C stopped them and 143 when
+    SIGTERM did (128 + the signal, as a shell reports it)."""
+    from zkcoord.compare.processes import stopped_by_signals
     from zkcoord.compare.runner import CompareOptions, RunInterrupted, compare_run
     from zkcoord.compare.scenarios import SCENARIOS, Workload
 
@@ -30,6 +29,7 @@ def cmd_compare_run(args: argparse.Namespace) -> int:
         k=args.k,
         downtime_ms=args.downtime_ms,
         session_timeout_ms=args.session_timeout_ms,
+        bounces=args.bounces,
     )
     options = CompareOptions(
         out=Path(args.out),
@@ -46,30 +46,21 @@ def cmd_compare_run(args: argparse.Namespace) -> int:
         jvm_members=args.jvm_members,
         kafka4=args.kafka4_bootstrap,
     )
-    previous = signal.signal(signal.SIGINT, _interrupt_once)
     try:
-        results = compare_run(options)
+        with stopped_by_signals():
+            results = compare_run(options)
     except ValueError as error:
         raise UsageError(str(error)) from None
     except RunInterrupted as interrupted:
         print(_interrupted_line(interrupted.entry, interrupted.not_started, args.out), file=sys.stderr)
-        return EXIT_INTERRUPTED
-    finally:
-        signal.signal(signal.SIGINT, previous)
+        return 128 + interrupted.signum
     failed = [r for r in results if r["status"] == "failed"]
     print(f"traces in {args.out}/traces; next: zkcoord pipeline rebalance-report --in {args.out} --out REPORT_DIR")
     return EXIT_PROBLEM if failed else EXIT_OK
 
 
-def _interrupt_once(signum, frame) -> None:
-    """The first Ctrl-C stops the run; later ones are ignored, so that stopping every process it started (members,
-    nodes, ZooKeeper) is not itself cut short."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    raise KeyboardInterrupt
-
-
 def _interrupted_line(entry: dict | None, not_started: list[dict], out: str) -> str:
-    """The one line Ctrl-C leaves: what state the output is in, what is left to run, and how."""
+    """The one line Ctrl-C (or SIGTERM) leaves: what state the output is in, what is left to run, and how."""
     manifest = f"{out}/compare.json"
     left = ([entry] if entry else []) + not_started
     if entry is None:
@@ -134,6 +125,9 @@ def register(commands) -> None:
     run.add_argument("--auto-commit-interval-ms", type=int, default=1000)
     run.add_argument("--session-timeout-ms", type=int, default=6000, help="ZooKeeper and coordinator sessions")
     run.add_argument("--downtime-ms", type=int, default=1000, help="a bounced member's time down (default 1000)")
+    run.add_argument(
+        "--bounces", type=int, default=0, help="members a rolling bounce bounces, the first ones (default: every one)"
+    )
     run.add_argument(
         "--jvm-members",
         type=int,

@@ -15,6 +15,7 @@ import itertools
 import json
 import logging
 import shutil
+import signal
 import tempfile
 import time
 import uuid
@@ -32,6 +33,7 @@ from zkcoord.compare.member import client_member_config, legacy_member_config
 from zkcoord.compare.processes import (
     MemberProcess,
     RunFailed,
+    Terminated,
     TraceTail,
     node_requests,
     poll_until,
@@ -72,9 +74,8 @@ from zkcoord.zk.server import EmbeddedZooKeeper, free_port
 log = logging.getLogger(__name__)
 
 MANIFEST = "compare.json"
-INTERRUPTED = "interrupted"  # a run's manifest status when Ctrl-C stopped it
-NOT_STARTED = "not-started"  # ... and of a run of the command that Ctrl-C stopped before it began
-SIGINT_REASON = "interrupted (SIGINT)"
+INTERRUPTED = "interrupted"  # a run's manifest status when Ctrl-C or SIGTERM stopped it
+NOT_STARTED = "not-started"  # ... and of a run of the command that one stopped before it began
 RUNNER = "runner"
 TICK_S = 0.05
 
@@ -460,19 +461,29 @@ class ScenarioRun:
 def stop_reason(error: BaseException) -> str:
     """Why a run stopped before its end, in one line."""
     if isinstance(error, KeyboardInterrupt):
-        return SIGINT_REASON
+        return f"interrupted ({signal_of(error).name})"
     lines = str(error).splitlines()
     return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
 
 
-class RunInterrupted(KeyboardInterrupt):
-    """Ctrl-C stopped ``compare run``: ``entry`` (the manifest's) is the run it was in (None between runs),
-    ``not_started`` the entries of the runs it never began; every process the command started has been stopped."""
+def signal_of(stop: KeyboardInterrupt) -> signal.Signals:
+    """The signal that raised ``stop`` (or stopped the command it interrupted): SIGTERM for :class:`Terminated`,
+    else Ctrl-C's."""
+    if isinstance(stop, RunInterrupted):
+        return stop.signum
+    return signal.SIGTERM if isinstance(stop, Terminated) else signal.SIGINT
 
-    def __init__(self, entry: dict | None, not_started: list[dict]):
-        super().__init__(entry, not_started)
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM (``signum``) stopped ``compare run``: ``entry`` (the manifest's) is the run it was in (None
+    between runs), ``not_started`` the entries of the runs it never began; every process the command started has
+    been stopped."""
+
+    def __init__(self, entry: dict | None, not_started: list[dict], signum: signal.Signals = signal.SIGINT):
+        super().__init__(entry, not_started, signum)
         self.entry = entry
         self.not_started = not_started
+        self.signum = signum
 
 
 # ---- the whole run ------------------------------------------------------------------------------------------------
@@ -583,7 +594,7 @@ def compare_run(options: CompareOptions, say: Callable[[str], None] = print) -> 
             say("starting a Kafka 4 broker (KRaft) for the Kafka 4 variants ...")
         with CompareContext(options, kafka4=kafka4) as context:
             _run_all(options, context, variants, results, say)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:
         interrupted = next((entry for entry in results if entry.get("status") == INTERRUPTED), None)
         reached = {(entry["scenario"], entry["variant"]) for entry in results}
         not_started = [
@@ -593,7 +604,7 @@ def compare_run(options: CompareOptions, say: Callable[[str], None] = print) -> 
         ]
         if not_started:
             write_manifest(options, results + not_started)
-        raise RunInterrupted(interrupted, not_started) from None
+        raise RunInterrupted(interrupted, not_started, signal_of(stop)) from None
     return results
 
 
@@ -635,9 +646,9 @@ def _run_all(
                     figures = migration_figures(read_events(run.trace_dir))
                     entry["figures"] = figures.to_json()
                     say(f"  {figures.describe()}")
-            except KeyboardInterrupt:
+            except KeyboardInterrupt as stop:
                 if "status" not in entry:  # Ctrl-C after the run finished (during its figures) leaves it finished
-                    entry.update(status=INTERRUPTED, detail=SIGINT_REASON)
+                    entry.update(status=INTERRUPTED, detail=stop_reason(stop))
                 raise
             except Exception as error:  # one broken run must not end the others
                 log.debug("run %s / %s failed", scenario, variant_name, exc_info=True)

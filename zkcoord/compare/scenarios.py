@@ -200,7 +200,8 @@ class Plan:
 
 @dataclass(frozen=True)
 class Workload:
-    """The shape of a run: members, topics × partitions, the change size ``k`` and the timings."""
+    """The shape of a run: members, topics × partitions, the change size ``k``, the timings, and how many members a
+    rolling bounce bounces (0: every one; fewer samples the pause of each bounce in a large group in less time)."""
 
     members: int = 6
     partitions: int = 12
@@ -208,6 +209,7 @@ class Workload:
     k: int = 2
     downtime_ms: int = 1000
     session_timeout_ms: int = 6000
+    bounces: int = 0
 
     def member_names(self, count: int, first: int = 0) -> tuple[str, ...]:
         return tuple(f"m{n:02d}" for n in range(first, first + count))
@@ -225,6 +227,8 @@ def plan(scenario: str, variant: Variant, workload: Workload, topics: Iterable[s
         raise ValueError(f"unknown scenario {scenario!r}; one of {', '.join(SCENARIOS)}")
     if scenario in ("scale-down", "kill", "session-expiry", "rolling-bounce") and n < 2:
         raise ValueError(f"{scenario} needs at least 2 members")
+    if not 0 <= workload.bounces <= n:
+        raise ValueError(f"a rolling bounce of {workload.bounces} members needs 0 <= bounces <= members ({n})")
     if scenario == "scale-down" and not 0 < k < n:
         raise ValueError(f"scale-down by {k} needs 0 < k < members ({n})")
     if (scenario == "member-migration") != variant.migrates:
@@ -240,7 +244,8 @@ def plan(scenario: str, variant: Variant, workload: Workload, topics: Iterable[s
         return Plan(scenario, everyone, (Step(f"close {k} members", tuple(Action("close", m) for m in everyone[-k:])),))
     if scenario == "rolling-bounce":
         down = workload.downtime_ms
-        steps = tuple(Step(f"bounce {m}", (Action("restart", m, hold_ms=down),)) for m in everyone)
+        bounced = everyone[: workload.bounces or n]
+        steps = tuple(Step(f"bounce {m}", (Action("restart", m, hold_ms=down),)) for m in bounced)
         return Plan(scenario, everyone, steps)
     if scenario == "kill":
         return Plan(scenario, everyone, (Step(f"SIGKILL {everyone[0]}", (Action("kill", everyone[0]),)),))
