@@ -32,6 +32,7 @@ from zkcoord.cli.common import (
 )
 from zkcoord.clock import SystemClock
 from zkcoord.errors import ZkcoordError
+from zkcoord.files import replace_text
 from zkcoord.lag import GroupLag, GroupStatus, LagWindows, WindowConfig, report
 
 CLOCK = SystemClock()  # the time every observation is taken at; tests put a manual clock here
@@ -195,11 +196,8 @@ def _load_state(path: str, config: WindowConfig) -> LagWindows:
 
 
 def _save_state(path: str, windows: LagWindows) -> None:
-    """Write the windows beside ``path`` and rename it over, so a run cut short leaves the last whole state."""
-    target = Path(path)
-    partial = target.with_name(target.name + ".tmp")
-    partial.write_text(json.dumps(windows.to_json(), sort_keys=True), encoding="utf-8")
-    partial.replace(target)
+    """Replace the state file whole, so a run cut short leaves the last whole state."""
+    replace_text(Path(path), json.dumps(windows.to_json(), sort_keys=True))
 
 
 def cmd_lag_serve(args: argparse.Namespace) -> int:

@@ -61,6 +61,7 @@ from zkcoord.compare.scenarios import (
 )
 from zkcoord.config import parse_bootstrap_servers
 from zkcoord.errors import SourceError
+from zkcoord.files import replace_text
 from zkcoord.migration.runner import Runner, load_steps
 from zkcoord.model import Address, TopicPartition
 from zkcoord.testing.kafka_broker import KafkaEndpoint
@@ -675,8 +676,4 @@ def write_manifest(options: CompareOptions, results: list[dict]) -> None:
         workload={**asdict(options.workload), "rate": options.rate, "cost_ms": options.cost_ms},
         source=options.source,
     )
-    # Written beside and renamed over: Ctrl-C during the write leaves the previous manifest whole, not a torn one.
-    path = options.out / MANIFEST
-    partial = path.with_name(path.name + ".tmp")
-    partial.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-    partial.replace(path)
+    replace_text(options.out / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
