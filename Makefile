@@ -33,8 +33,12 @@ peers: $(STAMP)
 demo: setup
 	$(BIN)/zkcoord demo
 
+# Two workers, a test file each at a time: most integration time is spent waiting on sessions and processes, so
+# the two cores overlap it (about 11 instead of 17 minutes); a file's module fixtures are set up once.
+TEST_WORKERS ?= 2
+
 test: setup
-	$(BIN)/python -m pytest -rs
+	$(BIN)/python -m pytest -rs -n $(TEST_WORKERS) --dist loadfile
 
 # The fault campaign resumes where $(FAULTS_OUT)/runs.jsonl stops: remove the directory for a fresh one.
 FAULTS_OUT ?= var/faults-soak
