@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from zkcoord.compare.processes import stopped_by_signals
-from zkcoord.compare.runner import CompareOptions, compare_run, signal_of
+from zkcoord.compare.runner import STOPS, CompareOptions, compare_run, signal_of
 from zkcoord.compare.scenarios import SCENARIOS, VARIANTS, Workload
+from zkcoord.interrupts import stop_on_interrupt
 from zkcoord.tables import format_table
 from zkcoord.testing.kafka_broker import kafka_cluster
 from zkcoord.zk.server import EmbeddedZooKeeper
@@ -86,9 +86,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     scenarios = list(SCENARIOS) if args.scenario == "all" else args.scenario.split(",")
     variants = args.variants.split(",") if args.variants else list(VARIANTS)
+    stop_on_interrupt()  # Ctrl-C and SIGTERM stop every process it started (brokers, ZooKeeper, nodes, members, Spark)
     try:
         return 0 if run(args, scenarios, variants) else 1
-    except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM, after every process it started has been stopped
+    except STOPS as stop:  # after every process it started has been stopped
         signum = signal_of(stop)
         print(f"interrupted ({signum.name}); what finished is in {args.out}", file=sys.stderr)
         return 128 + signum
@@ -97,20 +98,18 @@ def main(argv: list[str] | None = None) -> int:
 def run(args: argparse.Namespace, scenarios: list[str], variants: list[str]) -> bool:
     """The comparisons, then their reports; True if no run failed."""
     ok, runs = True, {}
-    # Ctrl-C and SIGTERM stop every process it started (brokers, ZooKeeper, nodes, members, Spark) before it exits.
-    with stopped_by_signals():
-        with tempfile.TemporaryDirectory(prefix="zkcoord-bench-") as scratch:
-            zookeeper = EmbeddedZooKeeper(data_dir=Path(scratch) / "zookeeper", max_session_timeout_ms=60_000)
-            with zookeeper, kafka_cluster(zookeeper.connect_string) as kafka:
-                for members in map(int, args.members.split(",")):
-                    runs[members] = Path(args.out) / f"members-{members}"
-                    workload = Workload(members=members, partitions=2 * members, bounces=args.bounces)
-                    ok &= compare(runs[members], workload, scenarios, variants, kafka, args.duration)
-        for members, traces in runs.items():
-            print(f"\n{members} members, {2 * members} partitions: the report", flush=True)
-            rows = report(traces)
-            print(f"\n{members} members: rebalance time and pauses per member (ms)")
-            print(figures_table(rows))
+    with tempfile.TemporaryDirectory(prefix="zkcoord-bench-") as scratch:
+        zookeeper = EmbeddedZooKeeper(data_dir=Path(scratch) / "zookeeper", max_session_timeout_ms=60_000)
+        with zookeeper, kafka_cluster(zookeeper.connect_string) as kafka:
+            for members in map(int, args.members.split(",")):
+                runs[members] = Path(args.out) / f"members-{members}"
+                workload = Workload(members=members, partitions=2 * members, bounces=args.bounces)
+                ok &= compare(runs[members], workload, scenarios, variants, kafka, args.duration)
+    for members, traces in runs.items():
+        print(f"\n{members} members, {2 * members} partitions: the report", flush=True)
+        rows = report(traces)
+        print(f"\n{members} members: rebalance time and pauses per member (ms)")
+        print(figures_table(rows))
     return ok
 
 

@@ -1,6 +1,6 @@
 """``zkcoord compare run`` stopped by Ctrl-C or SIGTERM, as an operator or a process manager would: one line on
-stderr, exit 130 or 143, no process of the run left, and the run marked interrupted in its manifest and its traces
-(test_pipeline_report checks that the report flags such a run)."""
+stderr, exit 130 (0 for SIGTERM, a requested stop), no process of the run left, and the run marked interrupted in
+its manifest and its traces (test_pipeline_report checks that the report flags such a run)."""
 
 import json
 import os
@@ -13,8 +13,9 @@ import pytest
 
 from zkcoord.cli.compare import _interrupted_line
 from zkcoord.compare import runner
-from zkcoord.compare.processes import RunFailed, Terminated
+from zkcoord.compare.processes import RunFailed
 from zkcoord.compare.runner import (
+    CompareContext,
     CompareOptions,
     RunInterrupted,
     compare_run,
@@ -22,6 +23,8 @@ from zkcoord.compare.runner import (
     stop_reason,
     write_manifest,
 )
+from zkcoord.errors import StopRequested
+from zkcoord.interrupts import stop_on_interrupt
 from zkcoord.testing.zookeeper import wait_until
 
 pytestmark = pytest.mark.timeout(180)
@@ -75,7 +78,7 @@ def test_ctrl_c_or_sigterm_marks_the_run_interrupted_and_stops_every_process_it_
         if process.poll() is None:
             process.kill()
             process.wait()
-    assert process.returncode == 128 + signum, stderr
+    assert process.returncode == (130 if signum == signal.SIGINT else 0), stderr
     assert len(started) >= 4, started
     assert len(stderr.splitlines()) == 1 and "Traceback" not in stderr, stderr
     assert stderr.startswith(
@@ -100,7 +103,7 @@ def test_a_failed_run_is_marked_with_the_first_line_of_its_error():
     failure = RunFailed("member m01#1 exited (1):\nTraceback (most recent call last): ...")
     assert stop_reason(failure) == "RunFailed: member m01#1 exited (1):"
     assert stop_reason(KeyboardInterrupt()) == "interrupted (SIGINT)"
-    assert stop_reason(Terminated()) == "interrupted (SIGTERM)"
+    assert stop_reason(StopRequested()) == "interrupted (SIGTERM)"
     assert stop_reason(TimeoutError()) == "TimeoutError"
 
 
@@ -173,3 +176,22 @@ def test_ctrl_c_while_the_manifest_is_written_leaves_the_previous_one_whole(tmp_
         write_manifest(options, [finished, {**finished, "variant": "eager"}])
     monkeypatch.undo()
     assert [(run["variant"], run["status"]) for run in read_manifest(tmp_path)["runs"]] == [("legacy", "ok")]
+
+
+@pytest.fixture
+def handlers_restored():
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for signum, handler in previous.items():
+        signal.signal(signum, handler)
+
+
+def test_sigterm_while_the_brokers_stop_still_stops_zookeeper_then_stops_the_command(tmp_path, handlers_restored):
+    stop_on_interrupt()
+    context = CompareContext(CompareOptions(tmp_path / "out", ["kill"]))
+    stopped = []
+    context._resources.callback(stopped.append, "zookeeper")  # closed last: the stack unwinds in reverse
+    context._resources.callback(lambda: (os.kill(os.getpid(), signal.SIGTERM), stopped.append("broker")))
+    with pytest.raises(StopRequested):
+        context.__exit__(None, None, None)
+    assert stopped == ["broker", "zookeeper"] and not context.scratch.exists()

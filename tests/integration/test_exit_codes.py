@@ -438,7 +438,7 @@ def test_sigterm_during_faults_run_stops_after_the_cleanup_under_way_and_is_0(
     tmp_path, sigterm_caught, monkeypatch, capsys
 ):
     from zkcoord.faults import campaign
-    from zkcoord.faults.interrupts import signals_held
+    from zkcoord.interrupts import signals_held
 
     cleaned = []
 

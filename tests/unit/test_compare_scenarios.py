@@ -51,6 +51,7 @@ def test_steps_of_each_scenario():
     assert len(bounce.steps) == 4 and bounce_actions[1] == ("restart", "m01", 700, 0)
     sampled = plan("rolling-bounce", VARIANTS["static"], replace(WORKLOAD, bounces=2), TOPICS)
     assert sampled.initial_members == bounce.initial_members and sampled.steps == bounce.steps[:2]
+    assert plan("rolling-bounce", VARIANTS["static"], replace(WORKLOAD, bounces=9), TOPICS).steps == bounce.steps
     assert actions("kill")[1] == [("kill", "m00", 0, 0)]
     assert actions("session-expiry")[1] == [("pause", "m00", 6000, 0)]  # 1.5 sessions: surely expired
     failover, failover_actions = actions("coordinator-failover")
@@ -82,8 +83,8 @@ def test_plans_refuse_what_cannot_run():
         plan("bounce", VARIANTS["eager"], WORKLOAD, TOPICS)
     with pytest.raises(ValueError, match="0 < k < members"):
         plan("scale-down", VARIANTS["eager"], Workload(members=2, k=2), TOPICS)
-    with pytest.raises(ValueError, match="0 <= bounces <= members"):
-        plan("rolling-bounce", VARIANTS["eager"], replace(WORKLOAD, bounces=5), TOPICS)
+    with pytest.raises(ValueError, match="bounces -1: a count of members"):
+        plan("kill", VARIANTS["eager"], replace(WORKLOAD, bounces=-1), TOPICS)
 
 
 def event(kind, time_ms, instance=None, **fields):

@@ -7,19 +7,20 @@ Must not import pyspark or the pipeline's jobs: they run in a process of their o
 
 import argparse
 import shlex
+import signal
 import sys
 from pathlib import Path
 
 from zkcoord import env
-from zkcoord.cli.common import EXIT_OK, EXIT_PROBLEM, UsageError, comma_list, parse_key_values
+from zkcoord.cli.common import EXIT_INTERRUPTED, EXIT_OK, EXIT_PROBLEM, UsageError, comma_list, parse_key_values
 
 
 def cmd_compare_run(args: argparse.Namespace) -> int:
-    """Run the scenarios under every variant; exit 1 when a run failed, 130 when Ctrl-C stopped them and 143 when
-    SIGTERM did (128 + the signal, as a shell reports it)."""
-    from zkcoord.compare.processes import stopped_by_signals
+    """Run the scenarios under every variant; exit 1 when a run failed, 130 when Ctrl-C stopped them, 0 when SIGTERM
+    did (a requested stop); either way every process they started is stopped first."""
     from zkcoord.compare.runner import CompareOptions, RunInterrupted, compare_run
     from zkcoord.compare.scenarios import SCENARIOS, Workload
+    from zkcoord.interrupts import stop_on_interrupt
 
     scenarios = list(SCENARIOS) if args.scenario == "all" else comma_list(args.scenario)
     workload = Workload(
@@ -46,14 +47,14 @@ def cmd_compare_run(args: argparse.Namespace) -> int:
         jvm_members=args.jvm_members,
         kafka4=args.kafka4_bootstrap,
     )
+    stop_on_interrupt()
     try:
-        with stopped_by_signals():
-            results = compare_run(options)
+        results = compare_run(options)
     except ValueError as error:
         raise UsageError(str(error)) from None
     except RunInterrupted as interrupted:
         print(_interrupted_line(interrupted.entry, interrupted.not_started, args.out), file=sys.stderr)
-        return 128 + interrupted.signum
+        return EXIT_OK if interrupted.signum == signal.SIGTERM else EXIT_INTERRUPTED
     failed = [r for r in results if r["status"] == "failed"]
     print(f"traces in {args.out}/traces; next: zkcoord pipeline rebalance-report --in {args.out} --out REPORT_DIR")
     return EXIT_PROBLEM if failed else EXIT_OK
@@ -126,7 +127,7 @@ def register(commands) -> None:
     run.add_argument("--session-timeout-ms", type=int, default=6000, help="ZooKeeper and coordinator sessions")
     run.add_argument("--downtime-ms", type=int, default=1000, help="a bounced member's time down (default 1000)")
     run.add_argument(
-        "--bounces", type=int, default=0, help="members a rolling bounce bounces, the first ones (default: every one)"
+        "--bounces", type=int, default=0, help="a rolling bounce bounces the first N members only (default: every one)"
     )
     run.add_argument(
         "--jvm-members",

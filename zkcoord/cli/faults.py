@@ -12,7 +12,7 @@ from zkcoord.cli.common import EXIT_OK, EXIT_PROBLEM, UsageError, comma_list, se
 def cmd_faults_run(args: argparse.Namespace) -> int:
     """Run the seeds not yet in OUT/runs.jsonl; exit 1 when a run failed or broke a rule."""
     from zkcoord.faults.campaign import CampaignOptions, failed, run_campaign
-    from zkcoord.faults.interrupts import stop_on_interrupt
+    from zkcoord.interrupts import stop_on_interrupt
 
     options = CampaignOptions(
         out=Path(args.out),

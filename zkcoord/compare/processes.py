@@ -11,7 +11,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -25,29 +25,6 @@ log = logging.getLogger(__name__)
 
 class RunFailed(Exception):
     """A step did not settle, or the members did not catch up, in time."""
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, which stops a comparison as Ctrl-C does: every process it started stopped, the run marked."""
-
-
-@contextlib.contextmanager
-def stopped_by_signals() -> Iterator[None]:
-    """In the block, the first SIGINT raises KeyboardInterrupt and the first SIGTERM :class:`Terminated`; later ones
-    are ignored, so that stopping every process the comparison started (members, nodes, brokers, ZooKeeper) is not
-    itself cut short. The previous handlers are back after it."""
-
-    def stop(signum, frame) -> None:
-        for each in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(each, signal.SIG_IGN)
-        raise KeyboardInterrupt if signum == signal.SIGINT else Terminated
-
-    previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
 
 
 POLL_TICK_S = 0.05

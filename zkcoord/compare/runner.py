@@ -33,7 +33,6 @@ from zkcoord.compare.member import client_member_config, legacy_member_config
 from zkcoord.compare.processes import (
     MemberProcess,
     RunFailed,
-    Terminated,
     TraceTail,
     node_requests,
     poll_until,
@@ -60,8 +59,9 @@ from zkcoord.compare.scenarios import (
     plan,
 )
 from zkcoord.config import parse_bootstrap_servers
-from zkcoord.errors import SourceError
+from zkcoord.errors import SourceError, StopRequested
 from zkcoord.files import replace_text
+from zkcoord.interrupts import signals_held
 from zkcoord.migration.runner import Runner, load_steps
 from zkcoord.model import Address, TopicPartition
 from zkcoord.testing.kafka_broker import KafkaEndpoint
@@ -75,6 +75,7 @@ from zkcoord.zk.server import EmbeddedZooKeeper, free_port
 log = logging.getLogger(__name__)
 
 MANIFEST = "compare.json"
+STOPS = (KeyboardInterrupt, StopRequested)  # what Ctrl-C and SIGTERM raise (zkcoord.interrupts)
 INTERRUPTED = "interrupted"  # a run's manifest status when Ctrl-C or SIGTERM stopped it
 NOT_STARTED = "not-started"  # ... and of a run of the command that one stopped before it began
 RUNNER = "runner"
@@ -399,9 +400,10 @@ class ScenarioRun:
             self.emit("compare.phase", phase="interrupted", reason=stop_reason(error))
             raise
         finally:
-            self.stop()
-            self.production.close()
-            self._writer.close()
+            with signals_held():  # a signal now would leave members, nodes or the producer running
+                self.stop()
+                self.production.close()
+                self._writer.close()
 
     def _run(self, say: Callable[[str], None]) -> None:
         options, workload = self.options, self.options.workload
@@ -416,6 +418,8 @@ class ScenarioRun:
             cost_ms=options.cost_ms,
             auto_commit_interval_ms=options.auto_commit_interval_ms,
             session_timeout_ms=workload.session_timeout_ms,
+            downtime_ms=workload.downtime_ms,
+            bounces=workload.bounces,
             label=self.variant.label,
         )
         for topic, count in self.topics.items():
@@ -461,18 +465,18 @@ class ScenarioRun:
 
 def stop_reason(error: BaseException) -> str:
     """Why a run stopped before its end, in one line."""
-    if isinstance(error, KeyboardInterrupt):
+    if isinstance(error, STOPS):
         return f"interrupted ({signal_of(error).name})"
     lines = str(error).splitlines()
     return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
 
 
-def signal_of(stop: KeyboardInterrupt) -> signal.Signals:
-    """The signal that raised ``stop`` (or stopped the command it interrupted): SIGTERM for :class:`Terminated`,
-    else Ctrl-C's."""
+def signal_of(stop: BaseException) -> signal.Signals:
+    """The signal that raised ``stop`` (or stopped the command it interrupted): SIGTERM for StopRequested, else
+    Ctrl-C's."""
     if isinstance(stop, RunInterrupted):
         return stop.signum
-    return signal.SIGTERM if isinstance(stop, Terminated) else signal.SIGINT
+    return signal.SIGTERM if isinstance(stop, StopRequested) else signal.SIGINT
 
 
 class RunInterrupted(KeyboardInterrupt):
@@ -551,10 +555,11 @@ class CompareContext:
         return self
 
     def __exit__(self, *exc_info) -> None:
-        self._resources.close()
-        if self._embedded is not None:
-            self._embedded.stop()
-        shutil.rmtree(self.scratch, ignore_errors=True)
+        with signals_held():  # a signal now would leave a broker or ZooKeeper running
+            self._resources.close()
+            if self._embedded is not None:
+                self._embedded.stop()
+            shutil.rmtree(self.scratch, ignore_errors=True)
 
     def zookeeper(self) -> contextlib.AbstractContextManager[KazooClient]:
         return started_client(self.connect)
@@ -595,7 +600,7 @@ def compare_run(options: CompareOptions, say: Callable[[str], None] = print) -> 
             say("starting a Kafka 4 broker (KRaft) for the Kafka 4 variants ...")
         with CompareContext(options, kafka4=kafka4) as context:
             _run_all(options, context, variants, results, say)
-    except KeyboardInterrupt as stop:
+    except STOPS as stop:
         interrupted = next((entry for entry in results if entry.get("status") == INTERRUPTED), None)
         reached = {(entry["scenario"], entry["variant"]) for entry in results}
         not_started = [
@@ -647,7 +652,7 @@ def _run_all(
                     figures = migration_figures(read_events(run.trace_dir))
                     entry["figures"] = figures.to_json()
                     say(f"  {figures.describe()}")
-            except KeyboardInterrupt as stop:
+            except STOPS as stop:
                 if "status" not in entry:  # Ctrl-C after the run finished (during its figures) leaves it finished
                     entry.update(status=INTERRUPTED, detail=stop_reason(stop))
                 raise
@@ -658,7 +663,8 @@ def _run_all(
             finally:
                 entry["duration_s"] = round(time.monotonic() - started, 1)
                 results.append(entry)
-                write_manifest(options, results)
+                with signals_held():  # the finished run's entry reaches the manifest before a signal stops the rest
+                    write_manifest(options, results)
             say(f"  {entry['status']} in {entry['duration_s']:.0f} s")
 
 

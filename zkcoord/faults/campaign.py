@@ -41,9 +41,9 @@ from zkcoord.faults.data_plane import (
 )
 from zkcoord.faults.disk import LogDisk
 from zkcoord.faults.fsync import SlowFsync
-from zkcoord.faults.interrupts import signals_held
 from zkcoord.faults.mixed import MIXED, bridge_group, mixed_member_names
 from zkcoord.faults.schedule import FAULT_KINDS, Fault, Schedule, Shape, draw_schedule
+from zkcoord.interrupts import signals_held
 from zkcoord.migration.runner import ZERO, load_steps
 from zkcoord.model import TopicPartition
 from zkcoord.peers.broker import KafkaBroker

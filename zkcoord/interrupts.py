@@ -1,6 +1,7 @@
-"""Ctrl-C and SIGTERM during a fault campaign: they stop the run under way, never in the middle of its cleanup.
+"""Ctrl-C and SIGTERM during a command that starts processes (a fault campaign, a comparison): they stop the run
+under way, never in the middle of its cleanup.
 
-Signals run in the main thread; the campaign holds them around every cleanup, so one that comes meanwhile takes
+Signals run in the main thread; the command holds them around every cleanup, so one that comes meanwhile takes
 effect after it and no process is left running.
 """
 
@@ -19,8 +20,9 @@ class _Interrupts:
 
 
 def stop_on_interrupt() -> None:
-    """Make Ctrl-C (KeyboardInterrupt, exit 130) and SIGTERM (StopRequested, exit 0) stop the run under way, never
-    in the middle of its cleanup; later signals are ignored, so the cleanup they started finishes."""
+    """Make Ctrl-C (KeyboardInterrupt, exit 130) and SIGTERM (StopRequested, exit 0: a requested stop) stop the run
+    under way, never in the middle of a cleanup :func:`signals_held` marks; later signals are ignored, so the
+    cleanup they started finishes."""
 
     def interrupt(signum, frame) -> None:
         for each in (signal.SIGINT, signal.SIGTERM):
