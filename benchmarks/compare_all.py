@@ -16,6 +16,7 @@ variant take hours on 2 cores; ``--scenario`` and ``--variants`` narrow it.
 from __future__ import annotations
 
 import argparse
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -60,8 +61,9 @@ def compare(out: Path, workload: Workload, scenarios: list[str], variants: list[
 
 
 def report(traces: Path) -> list[dict]:
-    """The PySpark report over ``traces`` (its terminal table printed); its summary rows."""
+    """The PySpark report over ``traces`` (its terminal table printed); its summary rows, none if it failed."""
     out = traces / "report"
+    shutil.rmtree(out, ignore_errors=True)  # a failed report must not leave an earlier one's rows to print
     command = [sys.executable, "-m", "zkcoord.pipeline", "rebalance-report", "--in", str(traces), "--out", str(out)]
     subprocess.run(command, check=False)
     summary = out / "summary.parquet"

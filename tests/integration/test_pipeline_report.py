@@ -484,16 +484,22 @@ def test_main_exits_1_and_says_so_when_a_run_did_not_finish(monkeypatch, tmp_pat
     )
 
 
-def test_run_refuses_input_without_compare_events_or_of_several_runs(spark, tmp_path):
+def test_run_refuses_input_without_compare_events_or_with_a_run_made_by_several_commands(spark, tmp_path):
     (tmp_path / "empty" / "traces").mkdir(parents=True)
     (tmp_path / "empty" / "traces" / "x.jsonl").write_text('{"schema": "zkcoord.trace/1", "type": "legacy.closed"}\n')
     with pytest.raises(ReportInputError, match="no compare"):
         run(str(tmp_path / "empty"), str(tmp_path / "out"), console=lambda line: None)
-    other = static_bounce()
-    for event in other.events:
+    resumed = static_bounce()  # another command's run, into the same directory: one comparison, widened
+    for event in resumed.events:
         event["run"] = "run-2"
-    write_traces(tmp_path / "mixed", eager_kill(), other)
-    with pytest.raises(ReportInputError, match="several runs"):
+    root = write_traces(tmp_path / "widened", eager_kill(), resumed)
+    events = read_events(spark, [os.path.join(root, "traces")])
+    assert rebalance_report._check_runs(events, root, console=lambda line: None) == {}
+    twice = eager_kill()  # the same scenario and variant from two commands: two comparisons mixed up
+    for event in twice.events:
+        event["run"] = "run-2"
+    write_traces(tmp_path / "mixed", eager_kill(), twice)
+    with pytest.raises(ReportInputError, match="several runs of rolling-bounce/eager"):
         run(str(tmp_path / "mixed"), str(tmp_path / "out"), console=lambda line: None)
     with pytest.raises(ReportInputError, match="no such directory"):
         run(str(tmp_path / "nowhere"), str(tmp_path / "out"), console=lambda line: None)

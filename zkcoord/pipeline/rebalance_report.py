@@ -55,7 +55,8 @@ EVENT_SCHEMA = StructType(
 
 
 class ReportInputError(ValueError):
-    """The input cannot make a report: no such directory, no ``compare.*`` events, or events of several runs."""
+    """The input cannot make a report: no such directory, no ``compare.*`` events, or a scenario and variant with
+    events of several runs."""
 
 
 def read_events(spark, paths: list[str]) -> DataFrame:
@@ -138,7 +139,10 @@ def run(
 
 
 def _check_runs(events: DataFrame, source: str, console: Callable[[str], object]) -> dict[tuple[str, str], str]:
-    """Refuse input that cannot make a report; the measured runs that did not finish, with why they stopped."""
+    """Refuse input that cannot make a report; the measured runs that did not finish, with why they stopped.
+
+    Several ``compare run`` commands may fill one directory (a resumed or a widened comparison: each replaces the
+    runs it makes), but one scenario and variant with events of two of them is two comparisons mixed up."""
     phase = F.when(is_type("phase"), F.col("phase"))
     runs = (
         events.groupBy(KEY)
@@ -152,10 +156,12 @@ def _check_runs(events: DataFrame, source: str, console: Callable[[str], object]
     )
     if not runs:
         raise ReportInputError(f"no compare.* events of schema {TRACE_SCHEMA} under {source}")
-    run_ids = sorted({run_id for row in runs for run_id in row["runs"]})
-    if len(run_ids) > 1:
+    mixed = sorted(f"{row['scenario']}/{row['variant']}" for row in runs if len(row["runs"]) > 1)
+    if mixed:
+        run_ids = sorted({run_id for row in runs for run_id in row["runs"]})
         raise ReportInputError(
-            f"events of several runs under {source} ({', '.join(run_ids)}): pass one run's directory"
+            f"events of several runs of {', '.join(mixed)} under {source} ({', '.join(run_ids)}): "
+            "pass one comparison's directory"
         )
     unmeasured = sorted(f"{row['scenario']}/{row['variant']}" for row in runs if not row["measured"])
     if len(unmeasured) == len(runs):
