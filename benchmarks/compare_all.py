@@ -8,9 +8,10 @@ count: every scenario under every variant (2 partitions per member, 20 records/s
 6 s sessions), then the PySpark report over that run's traces, whose terminal table it prints, then the figures a
 team moving to KIP-848 asks about: rebalances, time to stable, longest member pause and the median of the
 members' longest pauses, partitions moved, records processed twice. Each member is a process: 50 members of every
-variant take hours on 2 cores; ``--scenario`` and ``--variants`` narrow it.
+variant take hours on 2 cores; ``--scenario``, ``--variants`` and ``--bounces`` narrow it.
 
-    python benchmarks/compare_all.py [--members 10,50] [--scenario all] [--variants V,...] [--out var/bench-compare-all]
+    python benchmarks/compare_all.py [--members 10,50] [--scenario all] [--variants V,...] [--bounces N]
+        [--out var/bench-compare-all]
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scenario", default="all", help=f"comma-separated, or all: {', '.join(SCENARIOS)}")
     parser.add_argument("--variants", help="comma-separated (default: every variant)")
     parser.add_argument("--duration", type=float, default=10.0, help="seconds each window lasts at least")
-    parser.add_argument("--bounces", type=int, default=0, help="members a rolling bounce bounces (default: every one)")
+    parser.add_argument("--bounces", type=int, default=0, help="a rolling bounce bounces the first N members only")
     parser.add_argument("--out", default="var/bench-compare-all", help="where traces and reports go")
     args = parser.parse_args(argv)
     scenarios = list(SCENARIOS) if args.scenario == "all" else args.scenario.split(",")
