@@ -195,3 +195,28 @@ def test_sigterm_while_the_brokers_stop_still_stops_zookeeper_then_stops_the_com
     with pytest.raises(StopRequested):
         context.__exit__(None, None, None)
     assert stopped == ["broker", "zookeeper"] and not context.scratch.exists()
+
+
+def test_sigterm_in_the_demos_comparison_stops_every_process_it_started_and_exits_0(tmp_path):
+    out = tmp_path / "demo"
+    command = [sys.executable, "-m", "zkcoord.cli", "demo", "--members", "2", "--partitions", "4"]
+    command += ["--variants", "static", "--out", str(out)]
+    runner_trace = out / "compare" / "traces" / "rolling-bounce" / "static" / "runner.jsonl"
+    with open(tmp_path / "stderr", "w+") as stderr:
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr, text=True)
+        try:
+            wait_until(
+                lambda: runner_trace.exists() and '"measure"' in runner_trace.read_text(), 120, what="the window"
+            )
+            started = descendants(process.pid)  # ZooKeeper, the broker, the node, two members
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=90)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        stderr.seek(0)
+        said = stderr.read()
+    assert process.returncode == 0 and "Traceback" not in said, said
+    assert len(started) >= 5, started
+    wait_until(lambda: not any(alive(pid) for pid in started), 10, what="every process of the demo to be gone")

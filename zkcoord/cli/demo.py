@@ -5,16 +5,25 @@ Must not import another command family module; shared helpers come from ``zkcoor
 """
 
 import argparse
+import signal
 from pathlib import Path
 
 from zkcoord.cli.common import comma_list
+from zkcoord.errors import StopRequested
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    """Run the demo; Ctrl-C (130) and SIGTERM (0) stop it after every process it started has stopped."""
+    from zkcoord.compare.runner import RunInterrupted
     from zkcoord.demo import run_demo
+    from zkcoord.interrupts import stop_on_interrupt
 
     variants = tuple(comma_list(args.variants))
-    return run_demo(Path(args.out), members=args.members, partitions=args.partitions, variants=variants)
+    stop_on_interrupt()
+    try:
+        return run_demo(Path(args.out), members=args.members, partitions=args.partitions, variants=variants)
+    except RunInterrupted as stopped:  # in the comparison: what the signal raises elsewhere in the demo
+        raise (StopRequested if stopped.signum == signal.SIGTERM else KeyboardInterrupt) from None
 
 
 def register(commands) -> None:
