@@ -67,6 +67,20 @@ def emptied_while_staying(found: list[dict]) -> int:
     )
 
 
+def not_back_on_their_partitions(found: list[dict], members: int) -> list[str]:
+    """The bounced static members ``m00``... whose second instance was not given, at once and only, what their first
+    held last: [] when each came back to its partitions."""
+    owned: dict[str, list] = {}  # each instance's non-empty assignments, in order
+    for e in of_type(found, "compare.assignment"):
+        if e["partitions"]:
+            owned.setdefault(e["instance"], []).append(e["partitions"])
+    return [
+        member
+        for member in (f"m{n:02d}" for n in range(members))
+        if not owned.get(f"{member}#1") or owned.get(f"{member}#2") != [owned[f"{member}#1"][-1]]
+    ]
+
+
 def checked_run(found: list[dict], end_offsets: Callable[[str], dict[int, int]]) -> dict[int, int]:
     """Assert the history checker passes one run (no violation, commits acknowledged, nothing lost or missed) and its
     records are the broker's; returns what was produced, ``{partition: log end}``, each partition given records."""

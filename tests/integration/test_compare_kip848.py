@@ -15,6 +15,7 @@ from compare_support import (
     checked_run,
     emptied_while_staying,
     events,
+    not_back_on_their_partitions,
     of_type,
     partitions_moved,
     processed_offsets,
@@ -85,12 +86,7 @@ def test_a_scale_up_moves_only_what_the_new_members_need(compared):
 def test_static_members_come_back_to_their_partitions_without_a_rebalance(compared):
     found = events(compared, "rolling-bounce", STATIC)
     assert rebalances_in_window(found) == 0 and partitions_moved(found) == 0
-    owned: dict[str, list] = {}  # each instance's non-empty assignments, in order
-    for e in of_type(found, "compare.assignment"):
-        if e["partitions"]:
-            owned.setdefault(e["instance"], []).append(e["partitions"])
-    for member in (f"m{n:02d}" for n in range(MEMBERS)):
-        assert owned[f"{member}#2"] == [owned[f"{member}#1"][-1]]  # what it had, at once, and nothing else
+    assert not_back_on_their_partitions(found, MEMBERS) == []
 
 
 def test_the_groups_were_consumer_protocol_groups_on_the_broker(compared, kafka4):

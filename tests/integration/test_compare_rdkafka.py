@@ -12,7 +12,13 @@ from pathlib import Path
 
 import compare_support
 import pytest
-from compare_support import checked_run, emptied_while_staying, of_type, rebalances_in_window
+from compare_support import (
+    checked_run,
+    emptied_while_staying,
+    not_back_on_their_partitions,
+    of_type,
+    rebalances_in_window,
+)
 
 from zkcoord.compare.runner import CompareOptions, compare_run
 from zkcoord.compare.scenarios import Workload
@@ -65,12 +71,7 @@ def test_the_history_checker_passes_and_every_record_the_broker_holds_was_proces
 def test_static_members_come_back_to_their_partitions_without_a_rebalance(compared, target):
     found = events(compared, f"{target}-static")
     assert rebalances_in_window(found) == 0
-    owned: dict[str, list] = {}  # each instance's non-empty assignments, in order
-    for e in of_type(found, "compare.assignment"):
-        if e["partitions"]:
-            owned.setdefault(e["instance"], []).append(e["partitions"])
-    for member in (f"m{n:02d}" for n in range(MEMBERS)):
-        assert owned[f"{member}#2"] == [owned[f"{member}#1"][-1]]  # what it had, at once, and nothing else
+    assert not_back_on_their_partitions(found, MEMBERS) == []
 
 
 @pytest.mark.parametrize("target", TARGETS)
