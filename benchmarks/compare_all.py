@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from zkcoord.compare.production import kafka_spec
 from zkcoord.compare.runner import STOPS, CompareOptions, compare_run, signal_of
 from zkcoord.compare.scenarios import SCENARIOS, VARIANTS, Workload
 from zkcoord.interrupts import stop_on_interrupt
@@ -55,7 +56,7 @@ def compare(out: Path, workload: Workload, scenarios: list[str], variants: list[
         workload=workload,
         duration_s=duration,
         zookeeper=kafka.zk_connect,
-        source=f"kafka:bootstrap={kafka.bootstrap}",
+        source=kafka_spec(kafka),
         node_properties={"group.initial.rebalance.delay.ms": 0},  # as the brokers'
     )
     return all(result["status"] != "failed" for result in compare_run(options, say=progress))

@@ -26,7 +26,7 @@ from kazoo.client import KazooClient
 
 from zkcoord import peers
 from zkcoord.assign.legacy import consumer_of_thread
-from zkcoord.compare.production import KafkaProduction
+from zkcoord.compare.production import KafkaProduction, kafka_spec
 from zkcoord.compare.runner import CompareOptions, compare_run
 from zkcoord.compare.scenarios import Workload
 from zkcoord.migration.runner import load_steps
@@ -96,7 +96,7 @@ def compare(out: Path, members: int, partitions: int, variants: tuple[str, ...],
         workload=Workload(members=members, partitions=partitions, session_timeout_ms=4000, downtime_ms=1000),
         duration_s=4.0,
         zookeeper=kafka.zk_connect,
-        source=f"kafka:bootstrap={kafka.bootstrap}",
+        source=kafka_spec(kafka),
         node_properties={"group.initial.rebalance.delay.ms": 0},
     )
     results = compare_run(options)
@@ -118,7 +118,7 @@ def migrate_members(out: Path, members: int, partitions: int, kafka: TestKafka) 
         workload=Workload(members=members, partitions=partitions, session_timeout_ms=4000),
         duration_s=2.0,
         zookeeper=kafka.zk_connect,
-        source=f"kafka:bootstrap={kafka.bootstrap}",
+        source=kafka_spec(kafka),
         node_properties={"group.initial.rebalance.delay.ms": 0},
         jvm_members=1,
     )
@@ -173,7 +173,7 @@ def migrate(scratch: Path, partitions: int, kafka: TestKafka) -> bool:
     group = ["--group", MIGRATION_GROUP, "--zookeeper", connect]
     with contextlib.ExitStack() as running:  # stopped in reverse: members, the JVM member, node, producer, client
         client = running.enter_context(started_client(connect))
-        production = KafkaProduction(f"kafka:bootstrap={kafka.bootstrap}", 20, kafka)
+        production = KafkaProduction(kafka_spec(kafka), 20, kafka)
         running.callback(production.close)
         production.create_topics({MIGRATION_TOPIC: partitions})
         production.start([MIGRATION_TOPIC])

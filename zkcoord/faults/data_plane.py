@@ -9,7 +9,7 @@ forward the librdkafka members' data requests to it and their OffsetCommits find
 import shutil
 from pathlib import Path
 
-from zkcoord.compare.production import KafkaProduction
+from zkcoord.compare.production import KafkaProduction, kafka_spec
 from zkcoord.config import parse_bootstrap_servers
 from zkcoord.peers.broker import KafkaBroker
 from zkcoord.testing.kafka_broker import KafkaEndpoint
@@ -47,7 +47,7 @@ def register_data_plane(run_connect: str, kafka: KafkaEndpoint | None) -> None:
 
 def kafka_production(kafka: KafkaEndpoint, rate: float) -> KafkaProduction:
     """Records into the broker at ``rate`` a second per partition, once started on a run's topic."""
-    return KafkaProduction(f"kafka:bootstrap={kafka.bootstrap}", rate, kafka)
+    return KafkaProduction(kafka_spec(kafka), rate, kafka)
 
 
 def create_run_topic(production: KafkaProduction, run_connect: str, topic: str, partitions: int) -> None:

@@ -18,7 +18,7 @@ from zkcoord.peers.broker import BrokerProcess, BrokerStartError
 from zkcoord.zk.server import free_port
 
 NODE_ID = 1
-STARTED_MESSAGE = "Kafka Server started"  # KafkaBroker.STARTED_MESSAGE, logged by kafka.server.KafkaRaftServer
+STARTED_MESSAGE = "Kafka Server started"  # logged by kafka.server.KafkaRaftServer once the broker is unfenced
 FORMAT_TIMEOUT_S = 60
 
 _LOG4J2_CONFIG = """status = warn
