@@ -29,6 +29,7 @@ from zkcoord.compare.production import kafka_spec
 from zkcoord.compare.runner import STOPS, CompareOptions, compare_run, signal_of
 from zkcoord.compare.scenarios import SCENARIOS, VARIANTS, Workload
 from zkcoord.interrupts import stop_on_interrupt
+from zkcoord.pipeline.report_summary import sort_rows
 from zkcoord.tables import format_table
 from zkcoord.testing.kafka_broker import kafka_cluster
 from zkcoord.zk.server import EmbeddedZooKeeper
@@ -73,9 +74,11 @@ def report(traces: Path) -> list[dict]:
 
 
 def figures_table(rows: list[dict]) -> str:
-    order = {name: n for n, name in enumerate(VARIANTS)}
-    rows = sorted(rows, key=lambda r: (SCENARIOS.index(r["scenario"]), order.get(r["variant"], len(order))))
-    cells = [[r["scenario"], r["variant"], *("-" if r.get(f) is None else r[f] for f in FIGURES)] for r in rows]
+    """The figures of each run, in the report's order: scenarios as docs/compare.md has them, variants along the
+    migration path."""
+    cells = [
+        [r["scenario"], r["variant"], *("-" if r.get(f) is None else r[f] for f in FIGURES)] for r in sort_rows(rows)
+    ]
     return format_table(["scenario", "variant", *FIGURES], cells)
 
 
